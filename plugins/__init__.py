@@ -1,0 +1,8 @@
+"""nesyseq plugins for fairseq: layers, models, tasks and criterions.
+
+Importing this package registers everything with fairseq's registries and
+allow-lists the exact classes that fairseq checkpoints pickle, so checkpoints
+load with torch's default ``weights_only=True``.
+"""
+from plugins import checkpoint_safety  # noqa: F401  (registers safe globals first)
+from plugins import layers, models, tasks, criterions  # noqa: F401,E402
