@@ -1,0 +1,183 @@
+"""TP-Multi-Head Attention (TP-Transformer, Schlag et al., eqs. 3-6).
+
+Per head h, from the query stream z_t and the memory z_{1:T}:
+
+    q^h_t = W^{h,(q)} z_t + b      k^h_i = W^{h,(k)} z_i + b      v^h_i = W^{h,(v)} z_i + b
+    r^h_t = W^{h,(r)} z_t + b                      # role, from the *query* stream   (eq. 3)
+    vbar^h_t = sum_i softmax_i(q^h_t . k^h_i / sqrt(d_k)) v^h_i                     (eqs. 4, 5)
+    TPMHA(z_t, z_{1:T}) = sum_h W^{(o)}_h (vbar^h_t ⊙ r^h_t) + b^{(o)}              (eq. 6)
+
+The filler vbar comes from ``F.scaled_dot_product_attention`` (the fused
+kernel), so TP-attention costs one extra d×d projection and a Hadamard product
+over standard attention.  With ``role_binding=False`` the role is fixed to 1
+and the module is exactly standard multi-head attention (the baseline).
+
+Tensors are batch-first: (B, T, C).
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fairseq.incremental_decoding_utils import with_incremental_state
+
+
+@with_incremental_state
+class TPMultiheadAttention(nn.Module):
+    """Multi-head attention with per-head role binding (eq. 6)."""
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        role_binding: bool = True,
+        self_attention: bool = True,
+        role_init: str = "xavier",
+    ):
+        super().__init__()
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+        self.dropout = dropout
+        self.role_binding = role_binding
+        self.self_attention = self_attention
+        self.role_init = role_init
+
+        d = embed_dim
+        # Projections that read the query stream: q (and r); the memory gives k, v.
+        # Self-attention fuses all of them into one matmul.
+        n_query_proj = 2 if role_binding else 1
+        if self_attention:
+            self.in_proj = nn.Linear(d, (n_query_proj + 2) * d)
+        else:
+            self.q_proj = nn.Linear(d, n_query_proj * d)  # [q ; r]
+            self.kv_proj = nn.Linear(d, 2 * d)  # [k ; v]
+        self.out_proj = nn.Linear(d, d)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Xavier-uniform for every matrix (paper, Sec. 4.1), zero biases.
+
+        The role rows W^{(r)} get xavier too (``role_init='xavier'``, the paper).
+        ``role_init='default'`` keeps torch's nn.Linear init for them, which is
+        what the reference code ends up with: its role init is never applied.
+        """
+        d = self.embed_dim
+        layers = [self.in_proj] if self.self_attention else [self.q_proj, self.kv_proj]
+        for lin in layers:
+            nn.init.zeros_(lin.bias)
+            for block in lin.weight.split(d, dim=0):  # one d×d block per projection
+                nn.init.xavier_uniform_(block)
+        if self.role_binding and self.role_init == "default":
+            w_r = self._role_weight()
+            bound = 1.0 / math.sqrt(d)
+            nn.init.kaiming_uniform_(w_r, a=math.sqrt(5))  # nn.Linear's default
+            b_r = self._role_bias()
+            nn.init.uniform_(b_r, -bound, bound)
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.zeros_(self.out_proj.bias)
+
+    def _role_weight(self) -> Tensor:
+        d = self.embed_dim
+        w = self.in_proj.weight if self.self_attention else self.q_proj.weight
+        return w.data[d: 2 * d]
+
+    def _role_bias(self) -> Tensor:
+        d = self.embed_dim
+        b = self.in_proj.bias if self.self_attention else self.q_proj.bias
+        return b.data[d: 2 * d]
+
+    def _heads(self, x: Tensor) -> Tensor:
+        # (B, T, d) -> (B, H, T, d_k)
+        B, T, _ = x.shape
+        return x.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        query: Tensor,  # (B, Tq, d)
+        memory: Optional[Tensor] = None,  # (B, Tk, d); None for self-attention
+        key_padding_mask: Optional[Tensor] = None,  # (B, Tk) bool, True = pad
+        causal: bool = False,
+        incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+        return_roles: bool = False,
+    ):
+        B, Tq, d = query.shape
+        saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
+
+        if self.self_attention:
+            proj = self.in_proj(query)
+            if self.role_binding:
+                q, r, k, v = proj.split(d, dim=-1)
+            else:
+                q, k, v = proj.split(d, dim=-1)
+                r = None
+            q, k, v = self._heads(q), self._heads(k), self._heads(v)  # (B, H, T, d_k)
+            if incremental_state is not None:
+                if "prev_key" in saved:  # append this step to the cached keys / values
+                    k = torch.cat([saved["prev_key"], k], dim=2)
+                    v = torch.cat([saved["prev_value"], v], dim=2)
+                saved["prev_key"], saved["prev_value"] = k, v
+                self._set_input_buffer(incremental_state, saved)
+        else:
+            qr = self.q_proj(query)
+            if self.role_binding:
+                q, r = qr.split(d, dim=-1)
+            else:
+                q, r = qr, None
+            q = self._heads(q)
+            if incremental_state is not None and "prev_key" in saved:
+                k, v = saved["prev_key"], saved["prev_value"]  # static encoder keys / values
+            else:
+                k, v = self.kv_proj(memory).split(d, dim=-1)
+                k, v = self._heads(k), self._heads(v)
+                if incremental_state is not None:
+                    saved["prev_key"], saved["prev_value"] = k, v
+                    self._set_input_buffer(incremental_state, saved)
+
+        Tk = k.size(2)
+        attn_mask = None
+        if key_padding_mask is not None and key_padding_mask.any():
+            attn_mask = ~key_padding_mask[:, None, None, :Tk]  # (B, 1, 1, Tk), True = attend
+        is_causal = False
+        if causal and Tq > 1:
+            if Tq != Tk:
+                raise ValueError("causal TP-attention with a cache expects one query step at a time")
+            if attn_mask is None:
+                is_causal = True
+            else:
+                tri = torch.ones(Tq, Tk, dtype=torch.bool, device=query.device).tril()
+                attn_mask = attn_mask & tri
+        # filler vbar^h_t = sum_i alpha^{h,i}_t v^h_i                      (B, H, Tq, d_k)
+        vbar = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
+        vbar = vbar.transpose(1, 2).reshape(B, Tq, d)  # heads side by side
+        bound = vbar * r if r is not None else vbar  # vbar^h ⊙ r^h for every head at once
+        out = self.out_proj(bound)  # sum_h W^(o)_h (...) + b^(o)
+        if return_roles:
+            return out, r
+        return out
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        saved = self._get_input_buffer(incremental_state)
+        if saved:
+            for key, value in saved.items():
+                if value is not None:
+                    saved[key] = value.index_select(0, new_order)
+            self._set_input_buffer(incremental_state, saved)
+        return incremental_state
+
+    def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
+        result = self.get_incremental_state(incremental_state, "attn_state")
+        return result if result is not None else {}
+
+    def _set_input_buffer(self, incremental_state, buffer):
+        return self.set_incremental_state(incremental_state, "attn_state", buffer)

@@ -1,0 +1,75 @@
+"""Input representation of the TP-Transformer (eq. 2) and sinusoidal positions.
+
+    e_t = E x_t sqrt(d_z) + p_t          token embedding + sinusoidal position
+    r_t = W^(p) e_t + b^(p)              position- and symbol-dependent role
+    z_t,0 = e_t ⊙ r_t                    the embedding role binding
+
+With ``embedding_role=False`` z_t,0 = e_t (the standard Transformer input).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def sinusoidal_table(num_positions: int, dim: int) -> Tensor:
+    """p[t, 2i] = sin(t / 10000^(2i/d)),  p[t, 2i+1] = cos(t / 10000^(2i/d)).  (T, d)"""
+    position = torch.arange(num_positions, dtype=torch.float32)[:, None]
+    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+    table = torch.zeros(num_positions, dim)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq[: dim // 2])
+    return table
+
+
+def positions_from_padding(tokens: Tensor, padding_idx: int) -> Tensor:
+    """Position of each real token counted from the first real token (works for
+    left and right padding); pads get position 0.  (B, T) long"""
+    real = tokens.ne(padding_idx).long()
+    return (torch.cumsum(real, dim=1) - 1).clamp(min=0) * real
+
+
+class TPEmbedding(nn.Module):
+    """Token embedding with the TP-Transformer's embedding role (eq. 2).
+
+    Init (paper, Sec. 4.1): E ~ N(0, 1) (``embed_init_std``), W^(p) ~ N(1, 1),
+    b^(p) = 0.
+    """
+
+    def __init__(self, num_embeddings: int, dim: int, padding_idx: int,
+                 max_positions: int = 1024, embedding_role: bool = True,
+                 embed_init_std: float = 1.0, role_init_mean: float = 1.0,
+                 role_init_std: float = 1.0):
+        super().__init__()
+        self.dim = dim
+        self.padding_idx = padding_idx
+        self.embedding_role = embedding_role
+        self.embed_tokens = nn.Embedding(num_embeddings, dim, padding_idx=padding_idx)
+        nn.init.normal_(self.embed_tokens.weight, mean=0.0, std=embed_init_std)
+        with torch.no_grad():
+            self.embed_tokens.weight[padding_idx].zero_()
+        self.register_buffer("positions", sinusoidal_table(max_positions, dim), persistent=False)
+        self.max_positions = max_positions
+        if embedding_role:
+            self.role = nn.Linear(dim, dim)  # W^(p), b^(p)
+            nn.init.normal_(self.role.weight, mean=role_init_mean, std=role_init_std)
+            nn.init.zeros_(self.role.bias)
+
+    @property
+    def weight(self) -> Tensor:
+        """E, shared with the output projection (eq. 8)."""
+        return self.embed_tokens.weight
+
+    def forward(self, tokens: Tensor, positions: Tensor) -> Tensor:
+        """tokens, positions (B, T) -> z_0 (B, T, d)."""
+        if positions.max() >= self.max_positions:
+            raise ValueError(
+                f"sequence position {int(positions.max())} exceeds max positions {self.max_positions}; "
+                "raise --max-source-positions / --max-target-positions")
+        e = self.embed_tokens(tokens) * math.sqrt(self.dim) + self.positions[positions]
+        if not self.embedding_role:
+            return e
+        r = self.role(e)
+        return e * r

@@ -1,0 +1,326 @@
+"""TP-Transformer (Schlag et al., "Enhancing the Transformer with explicit
+relational encoding for math problem solving") as a fairseq encoder-decoder.
+
+Cell (eq. 1), for the encoder:
+    h = z + TPMHA(LN(z), LN(z_{1:T}))
+    z' = LN(h + FF(LN(h)))
+The decoder cell has masked self TP-attention, then TP-attention over the final
+encoder states, then FF, with the same pre-LN / residual / output-LN layout.
+The output distribution is softmax(E^T z) with E shared by encoder, decoder and
+output (eq. 8).
+
+Architectures:
+    tp_transformer_math   d=512, ffn 2048, H=8, L=6 (+6), dropout 0   (the paper)
+    transformer_math      the same with r ≡ 1 everywhere (the fair baseline)
+    tp_transformer_tiny / transformer_math_tiny   small presets for CPU tests
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import (
+    FairseqEncoder,
+    FairseqEncoderDecoderModel,
+    FairseqIncrementalDecoder,
+    register_model,
+    register_model_architecture,
+)
+from fairseq.utils import safe_getattr, safe_hasattr
+
+from plugins.layers.tp_attention import TPMultiheadAttention
+from plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
+
+ROLE_INIT_CHOICES = ChoiceEnum(["xavier", "default"])
+
+
+@dataclass
+class TPTransformerConfig(FairseqDataclass):
+    encoder_embed_dim: int = field(default=512, metadata={"help": "d_z, the model width"})
+    encoder_ffn_embed_dim: int = field(default=2048, metadata={"help": "d_f, the FF hidden width"})
+    encoder_attention_heads: int = field(default=8, metadata={"help": "H, heads per TP-attention"})
+    encoder_layers: int = field(default=6, metadata={"help": "L, encoder cells"})
+    decoder_layers: int = field(default=6, metadata={"help": "decoder cells"})
+    dropout: float = field(default=0.0, metadata={"help": "dropout on sub-layer outputs"})
+    attention_dropout: float = field(default=0.0, metadata={"help": "dropout on attention weights"})
+    activation_dropout: float = field(default=0.0, metadata={"help": "dropout inside FF"})
+    no_role_binding: bool = field(
+        default=False, metadata={"help": "fix every role to 1: standard attention instead of "
+                                         "TP-attention (the transformer_math baseline)"})
+    no_embedding_role: bool = field(
+        default=False, metadata={"help": "z_0 = e instead of z_0 = e ⊙ (W^(p) e + b^(p)) (eq. 2)"})
+    role_init: ROLE_INIT_CHOICES = field(
+        default="xavier", metadata={"help": "init of the per-head role projections W^(r): "
+                                            "'xavier' (paper) or 'default' (torch's nn.Linear "
+                                            "init, what the reference code effectively uses)"})
+    embed_init_std: float = field(default=1.0, metadata={"help": "E ~ N(0, std^2); the paper uses 1"})
+    untie_embeddings: bool = field(
+        default=False, metadata={"help": "separate encoder, decoder and output embeddings instead "
+                                         "of the paper's one shared E (eq. 8, joined dictionary)"})
+    max_source_positions: int = field(default=1024, metadata={"help": "longest source"})
+    max_target_positions: int = field(default=1024, metadata={"help": "longest target"})
+    checkpoint_activations: bool = field(
+        default=False, metadata={"help": "recompute each cell in backward to save memory"})
+
+
+class FeedForward(nn.Module):
+    """FF(x) = W^(g) ReLU(W^(f) x + b^(f)) + b^(g)   (eq. 7)"""
+
+    def __init__(self, d: int, d_ff: int, activation_dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(d, d_ff)
+        self.fc2 = nn.Linear(d_ff, d)
+        self.activation_dropout = activation_dropout
+        for lin in (self.fc1, self.fc2):
+            nn.init.xavier_uniform_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = F.relu(self.fc1(x))
+        h = F.dropout(h, p=self.activation_dropout, training=self.training)
+        return self.fc2(h)
+
+
+class TPEncoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg.encoder_embed_dim
+        self.ln_attn = nn.LayerNorm(d)
+        self.self_attn = TPMultiheadAttention(
+            d, cfg.encoder_attention_heads, dropout=cfg.attention_dropout,
+            role_binding=not cfg.no_role_binding, self_attention=True, role_init=cfg.role_init)
+        self.ln_ff = nn.LayerNorm(d)
+        self.ff = FeedForward(d, cfg.encoder_ffn_embed_dim, cfg.activation_dropout)
+        self.ln_out = nn.LayerNorm(d)
+        self.dropout = cfg.dropout
+
+    def forward(self, z: Tensor, padding_mask: Optional[Tensor], return_roles: bool = False):
+        # h = z + TPMHA(LN(z), LN(z_{1:T}))
+        a = self.self_attn(self.ln_attn(z), key_padding_mask=padding_mask, return_roles=return_roles)
+        roles = None
+        if return_roles:
+            a, roles = a
+        h = z + F.dropout(a, p=self.dropout, training=self.training)
+        # z' = LN(h + FF(LN(h)))
+        f = F.dropout(self.ff(self.ln_ff(h)), p=self.dropout, training=self.training)
+        out = self.ln_out(h + f)
+        return (out, roles) if return_roles else out
+
+
+class TPDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg.encoder_embed_dim
+        H = cfg.encoder_attention_heads
+        self.ln_self = nn.LayerNorm(d)
+        self.self_attn = TPMultiheadAttention(d, H, dropout=cfg.attention_dropout,
+                                              role_binding=not cfg.no_role_binding, self_attention=True,
+                                              role_init=cfg.role_init)
+        self.ln_cross = nn.LayerNorm(d)
+        self.cross_attn = TPMultiheadAttention(d, H, dropout=cfg.attention_dropout,
+                                               role_binding=not cfg.no_role_binding, self_attention=False,
+                                               role_init=cfg.role_init)
+        self.ln_ff = nn.LayerNorm(d)
+        self.ff = FeedForward(d, cfg.encoder_ffn_embed_dim, cfg.activation_dropout)
+        self.ln_out = nn.LayerNorm(d)
+        self.dropout = cfg.dropout
+
+    def forward(self, z: Tensor, memory: Tensor, memory_padding_mask: Optional[Tensor],
+                self_padding_mask: Optional[Tensor] = None, incremental_state=None):
+        drop = lambda x: F.dropout(x, p=self.dropout, training=self.training)  # noqa: E731
+        h = z + drop(self.self_attn(self.ln_self(z), key_padding_mask=self_padding_mask,
+                                    causal=incremental_state is None,
+                                    incremental_state=incremental_state))
+        h = h + drop(self.cross_attn(self.ln_cross(h), memory=memory,
+                                     key_padding_mask=memory_padding_mask,
+                                     incremental_state=incremental_state))
+        return self.ln_out(h + drop(self.ff(self.ln_ff(h))))
+
+
+class TPTransformerEncoder(FairseqEncoder):
+    def __init__(self, cfg, dictionary, embedding: TPEmbedding):
+        super().__init__(dictionary)
+        self.cfg = cfg
+        self.embedding = embedding
+        self.padding_idx = dictionary.pad()
+        self.dropout = cfg.dropout
+        self.layers = nn.ModuleList(TPEncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+
+    def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None,
+                return_all_roles: bool = False, **kwargs):
+        padding_mask = src_tokens.eq(self.padding_idx)  # (B, T)
+        z = self.embedding(src_tokens, positions_from_padding(src_tokens, self.padding_idx))
+        z = F.dropout(z, p=self.dropout, training=self.training)
+        pm = padding_mask if padding_mask.any() else None
+        roles = []
+        for layer in self.layers:
+            if return_all_roles:
+                z, r = layer(z, pm, return_roles=True)
+                roles.append(r)
+            elif self.cfg.checkpoint_activations and self.training:
+                z = checkpoint(layer, z, pm, use_reentrant=False)
+            else:
+                z = layer(z, pm)
+        out = {
+            "encoder_out": [z],  # (B, T, d), batch-first
+            "encoder_padding_mask": [padding_mask],  # (B, T)
+            "src_tokens": [src_tokens],
+        }
+        if return_all_roles:
+            out["roles"] = roles  # per layer (B, T, d): head h is columns h*d_k:(h+1)*d_k
+        return out
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
+        return {key: [t.index_select(0, new_order) for t in value]
+                for key, value in encoder_out.items() if key != "roles"}
+
+    def max_positions(self):
+        return self.cfg.max_source_positions
+
+
+class TPTransformerDecoder(FairseqIncrementalDecoder):
+    def __init__(self, cfg, dictionary, embedding: TPEmbedding):
+        super().__init__(dictionary)
+        self.cfg = cfg
+        self.embedding = embedding
+        self.padding_idx = dictionary.pad()
+        self.dropout = cfg.dropout
+        self.layers = nn.ModuleList(TPDecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        if cfg.untie_embeddings:
+            self.output_projection = nn.Linear(cfg.encoder_embed_dim, len(dictionary), bias=False)
+            nn.init.normal_(self.output_projection.weight, std=cfg.encoder_embed_dim ** -0.5)
+        else:
+            self.output_projection = None
+
+    def forward(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None,
+                features_only: bool = False, **kwargs):
+        x = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        if not features_only:
+            x = self.output_layer(x)
+        return x, {}
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        positions = positions_from_padding(prev_output_tokens, self.padding_idx)
+        self_padding_mask = prev_output_tokens.eq(self.padding_idx)
+        if incremental_state is not None:  # only the newest step is computed
+            prev_output_tokens = prev_output_tokens[:, -1:]
+            positions = positions[:, -1:]
+            self_padding_mask = None
+        elif not self_padding_mask.any():
+            self_padding_mask = None
+        z = self.embedding(prev_output_tokens, positions)
+        z = F.dropout(z, p=self.dropout, training=self.training)
+        memory = encoder_out["encoder_out"][0]
+        memory_mask = encoder_out["encoder_padding_mask"][0]
+        memory_mask = memory_mask if memory_mask.any() else None
+        for layer in self.layers:
+            if self.cfg.checkpoint_activations and self.training and incremental_state is None:
+                z = checkpoint(layer, z, memory, memory_mask, self_padding_mask, use_reentrant=False)
+            else:
+                z = layer(z, memory, memory_mask, self_padding_mask, incremental_state)
+        return z
+
+    def output_layer(self, features: Tensor) -> Tensor:
+        """softmax(E^T z) logits (eq. 8)."""
+        if self.output_projection is None:
+            return F.linear(features, self.embedding.weight)
+        return self.output_projection(features)
+
+    def max_positions(self):
+        return self.cfg.max_target_positions
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        """Beam search reorders the cached self keys/values and the static
+        encoder keys/values of every layer along the batch axis."""
+        for layer in self.layers:
+            layer.self_attn.reorder_incremental_state(incremental_state, new_order)
+            layer.cross_attn.reorder_incremental_state(incremental_state, new_order)
+
+    def reorder_incremental_state_scripting(self, incremental_state, new_order: Tensor):
+        # fairseq's default walks every sub-module with a reorder method; our
+        # attention modules are reordered here exactly once instead.
+        self.reorder_incremental_state(incremental_state, new_order)
+
+
+@register_model("tp_transformer", dataclass=TPTransformerConfig)
+class TPTransformerModel(FairseqEncoderDecoderModel):
+    """TP-Transformer encoder-decoder; ``--no-role-binding --no-embedding-role``
+    (arch ``transformer_math``) is the standard Transformer with the same layout."""
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        max_pos = max(cfg.max_source_positions, cfg.max_target_positions) + 2
+
+        def make_embedding(dictionary):
+            return TPEmbedding(len(dictionary), cfg.encoder_embed_dim, dictionary.pad(),
+                               max_positions=max_pos, embedding_role=not cfg.no_embedding_role,
+                               embed_init_std=cfg.embed_init_std)
+
+        if not cfg.untie_embeddings:
+            if src_dict != tgt_dict:
+                raise ValueError("shared embeddings need a joined dictionary "
+                                 "(fairseq-preprocess --joined-dictionary); the source and "
+                                 "target dictionaries differ (or pass --untie-embeddings)")
+            enc_emb = dec_emb = make_embedding(src_dict)
+        else:
+            enc_emb, dec_emb = make_embedding(src_dict), make_embedding(tgt_dict)
+        encoder = TPTransformerEncoder(cfg, src_dict, enc_emb)
+        decoder = TPTransformerDecoder(cfg, tgt_dict, dec_emb)
+        return cls(encoder, decoder)
+
+
+def _set(args, name, value):
+    """Apply a preset value unless the user gave one on the command line."""
+    if safe_getattr(args, name, None) is None or not safe_hasattr(args, name):
+        setattr(args, name, value)
+
+
+def tp_transformer_base(args):
+    """Paper sizes; also the dataclass defaults of arch ``tp_transformer``."""
+    _set(args, "encoder_embed_dim", 512)
+    _set(args, "encoder_ffn_embed_dim", 2048)
+    _set(args, "encoder_attention_heads", 8)
+    _set(args, "encoder_layers", 6)
+    _set(args, "decoder_layers", 6)
+    _set(args, "dropout", 0.0)
+    _set(args, "attention_dropout", 0.0)
+    _set(args, "activation_dropout", 0.0)
+    _set(args, "no_role_binding", False)
+    _set(args, "no_embedding_role", False)
+    _set(args, "untie_embeddings", False)
+
+
+@register_model_architecture("tp_transformer", "tp_transformer_math")
+def tp_transformer_math(args):
+    tp_transformer_base(args)
+
+
+@register_model_architecture("tp_transformer", "transformer_math")
+def transformer_math(args):
+    args.no_role_binding = True
+    args.no_embedding_role = True
+    tp_transformer_base(args)
+
+
+@register_model_architecture("tp_transformer", "tp_transformer_tiny")
+def tp_transformer_tiny(args):
+    _set(args, "encoder_embed_dim", 64)
+    _set(args, "encoder_ffn_embed_dim", 256)
+    _set(args, "encoder_attention_heads", 4)
+    _set(args, "encoder_layers", 2)
+    _set(args, "decoder_layers", 2)
+    tp_transformer_base(args)
+
+
+@register_model_architecture("tp_transformer", "transformer_math_tiny")
+def transformer_math_tiny(args):
+    args.no_role_binding = True
+    args.no_embedding_role = True
+    tp_transformer_tiny(args)

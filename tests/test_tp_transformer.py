@@ -1,0 +1,213 @@
+"""TP-Transformer: TP-attention against independent references, incremental
+decoding against the full forward pass, and the paper's parameter counts."""
+import argparse
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import plugins  # noqa: F401  (registers the models)
+from fairseq import models
+from fairseq.data import Dictionary
+from plugins.layers.tp_attention import TPMultiheadAttention
+from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
+
+torch.manual_seed(0)
+
+
+def make_dict(n_symbols=68):
+    d = Dictionary()
+    for i in range(n_symbols):
+        d.add_symbol(f"s{i}")
+    return d
+
+
+class _Task:
+    def __init__(self, d):
+        self.source_dictionary = self.target_dictionary = d
+
+
+def build(arch, dictionary, **overrides):
+    args = argparse.Namespace(arch=arch, **overrides)
+    models.ARCH_CONFIG_REGISTRY[arch](args)
+    fields = TPTransformerConfig.__dataclass_fields__
+    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    return TPTransformerModel.build_model(cfg, _Task(dictionary))
+
+
+def naive_tp_attention(mod: TPMultiheadAttention, z, memory=None, pad=None, causal=False):
+    """Eqs. 3-6 written out head by head with einsum, from the module's weights."""
+    d, H, dk = mod.embed_dim, mod.num_heads, mod.head_dim
+    if mod.self_attention:
+        W, b = mod.in_proj.weight, mod.in_proj.bias
+        Wq, Wr, Wk, Wv = W.split(d, 0)
+        bq, br, bk, bv = b.split(d, 0)
+        memory = z
+    else:
+        Wq, Wr = mod.q_proj.weight.split(d, 0)
+        bq, br = mod.q_proj.bias.split(d, 0)
+        Wk, Wv = mod.kv_proj.weight.split(d, 0)
+        bk, bv = mod.kv_proj.bias.split(d, 0)
+    B, T, _ = z.shape
+    S = memory.shape[1]
+    out = torch.zeros(B, T, d, dtype=z.dtype)
+    for h in range(H):
+        sl = slice(h * dk, (h + 1) * dk)
+        q = torch.einsum("btd,kd->btk", z, Wq[sl]) + bq[sl]  # eq. 3
+        r = torch.einsum("btd,kd->btk", z, Wr[sl]) + br[sl]
+        k = torch.einsum("bsd,kd->bsk", memory, Wk[sl]) + bk[sl]
+        v = torch.einsum("bsd,kd->bsk", memory, Wv[sl]) + bv[sl]
+        scores = torch.einsum("btk,bsk->bts", q, k) / math.sqrt(dk)  # eq. 5
+        if pad is not None:
+            scores = scores.masked_fill(pad[:, None, :], float("-inf"))
+        if causal:
+            scores = scores.masked_fill(torch.ones(T, S, dtype=torch.bool).triu(1), float("-inf"))
+        alpha = scores.softmax(-1)
+        vbar = torch.einsum("bts,bsk->btk", alpha, v)  # eq. 4
+        Wo_h = mod.out_proj.weight[:, sl]  # W^(o)_h  (d, d_k)
+        out += torch.einsum("btk,dk->btd", vbar * r, Wo_h)  # eq. 6
+    return out + mod.out_proj.bias
+
+
+@pytest.mark.parametrize("self_attention,causal", [(True, False), (True, True), (False, False)])
+def test_tp_attention_matches_naive_equations(self_attention, causal):
+    mod = TPMultiheadAttention(32, 4, self_attention=self_attention).double()
+    with torch.no_grad():  # non-trivial biases so every term of eq. 3 is exercised
+        for p in mod.parameters():
+            if p.dim() == 1:
+                p.normal_()
+    z = torch.randn(3, 7, 32, dtype=torch.float64)
+    mem = None if self_attention else torch.randn(3, 9, 32, dtype=torch.float64)
+    S = 7 if self_attention else 9
+    pad = torch.zeros(3, S, dtype=torch.bool)
+    pad[1, -2:] = True  # right padding
+    pad[2, :1] = True if not causal else False  # left padding (never fully masks a causal row)
+    got = mod(z, memory=mem, key_padding_mask=pad, causal=causal)
+    want = naive_tp_attention(mod, z, memory=mem, pad=pad, causal=causal)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_roles_fixed_to_one_is_standard_attention():
+    """r ≡ 1 (role weights 0, bias 1) must equal torch's nn.MultiheadAttention."""
+    d, H = 32, 4
+    tp = TPMultiheadAttention(d, H, role_binding=True).double()
+    ref = torch.nn.MultiheadAttention(d, H, batch_first=True).double()
+    with torch.no_grad():
+        Wq, Wr, Wk, Wv = tp.in_proj.weight.split(d, 0)
+        bq, br, bk, bv = tp.in_proj.bias.split(d, 0)
+        bq.normal_(), bk.normal_(), bv.normal_()
+        Wr.zero_(), br.fill_(1.0)
+        ref.in_proj_weight.copy_(torch.cat([Wq, Wk, Wv]))
+        ref.in_proj_bias.copy_(torch.cat([bq, bk, bv]))
+        ref.out_proj.weight.copy_(tp.out_proj.weight)
+        ref.out_proj.bias.copy_(tp.out_proj.bias)
+    z = torch.randn(2, 6, d, dtype=torch.float64)
+    pad = torch.tensor([[False] * 6, [True, True] + [False] * 4])
+    got = tp(z, key_padding_mask=pad)
+    want, _ = ref(z, z, z, key_padding_mask=pad, need_weights=False)
+    torch.testing.assert_close(got, want)
+
+    # ... and role_binding=False with the same q, k, v, o weights is the same function.
+    plain = TPMultiheadAttention(d, H, role_binding=False).double()
+    with torch.no_grad():
+        plain.in_proj.weight.copy_(torch.cat([Wq, Wk, Wv]))
+        plain.in_proj.bias.copy_(torch.cat([bq, bk, bv]))
+        plain.out_proj.load_state_dict(tp.out_proj.state_dict())
+    torch.testing.assert_close(plain(z, key_padding_mask=pad), want)
+
+
+def test_role_binding_changes_the_output():
+    """Guard against a silently disabled binding: random roles must matter."""
+    tp = TPMultiheadAttention(16, 2).double()
+    z = torch.randn(1, 5, 16, dtype=torch.float64)
+    out1 = tp(z)
+    with torch.no_grad():
+        tp._role_weight().mul_(2.0)
+    assert not torch.allclose(out1, tp(z))
+
+
+def test_embedding_role_and_init():
+    from plugins.layers.tp_embedding import TPEmbedding, sinusoidal_table
+    torch.manual_seed(1)
+    emb = TPEmbedding(50, 64, padding_idx=1, max_positions=40)
+    W = emb.role.weight
+    assert abs(W.mean().item() - 1.0) < 0.05 and abs(W.std().item() - 1.0) < 0.05  # W^(p) ~ N(1,1)
+    assert abs(emb.embed_tokens.weight[2:].std().item() - 1.0) < 0.05  # E ~ N(0,1)
+    tokens = torch.tensor([[5, 6, 7]])
+    pos = torch.arange(3)[None]
+    e = emb.embed_tokens.weight[tokens] * 8.0 + sinusoidal_table(40, 64)[pos]
+    want = e * (e @ W.T + emb.role.bias)  # z0 = e ⊙ (W^(p) e + b^(p))
+    torch.testing.assert_close(emb(tokens, pos), want)
+    # sinusoid: p[t, 2i] = sin(t / 10000^(2i/d))
+    assert math.isclose(sinusoidal_table(10, 8)[3, 2].item(), math.sin(3 / 10000 ** (2 / 8)), rel_tol=1e-6)
+
+
+def test_parameter_counts_match_paper():
+    """Paper Table 1: 49.2M (TP-Transformer) vs 44.2M (Transformer), ~72 symbols."""
+    d = make_dict(72 - 4)  # + bos, pad, eos, unk
+    tp = sum(p.numel() for p in build("tp_transformer_math", d).parameters())
+    base = sum(p.numel() for p in build("transformer_math", d).parameters())
+    assert round(tp / 1e6, 1) == 49.2 and round(base / 1e6, 1) == 44.2
+    # The difference is exactly one role projection per TP-attention (6 enc + 12 dec)
+    # plus W^(p), b^(p):
+    assert tp - base == (18 + 1) * (512 * 512 + 512)
+
+
+def _encode(model, src):
+    return model.encoder(src, src_lengths=src.ne(1).sum(1))
+
+
+@pytest.mark.parametrize("arch", ["tp_transformer_tiny", "transformer_math_tiny"])
+def test_incremental_decoding_equals_full_forward(arch):
+    d = make_dict(20)
+    model = build(arch, d).double().eval()
+    B, S, T = 3, 9, 6
+    src = torch.randint(4, len(d), (B, S))
+    src[1, :3] = d.pad()  # left-padded source, as fairseq's translation task makes it
+    prev = torch.randint(4, len(d), (B, T))
+    prev[:, 0] = d.eos()
+    with torch.no_grad():
+        enc = _encode(model, src)
+        full, _ = model.decoder(prev, encoder_out=enc)
+        inc_state = {}
+        steps = []
+        for t in range(T):
+            out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc_state)
+            steps.append(out)
+        torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-9, atol=1e-9)
+
+        # beam-style reordering of the cache mid-sequence
+        order = torch.tensor([2, 0, 0])
+        inc_state = {}
+        for t in range(3):
+            model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc_state)
+        model.decoder.reorder_incremental_state_scripting(inc_state, order)
+        enc2 = model.encoder.reorder_encoder_out(enc, order)
+        prev2 = prev[order]
+        out, _ = model.decoder(prev2[:, :4], encoder_out=enc2, incremental_state=inc_state)
+        full2, _ = model.decoder(prev2[:, :4], encoder_out=enc2)
+        torch.testing.assert_close(out[:, -1], full2[:, -1], rtol=1e-9, atol=1e-9)
+
+
+def test_encoder_padding_invariance():
+    d = make_dict(20)
+    model = build("tp_transformer_tiny", d).double().eval()
+    src = torch.randint(4, len(d), (1, 7))
+    padded = torch.cat([torch.full((1, 5), d.pad()), src], 1)  # left padding
+    with torch.no_grad():
+        a = _encode(model, src)["encoder_out"][0]
+        b = _encode(model, padded)["encoder_out"][0][:, 5:]
+    torch.testing.assert_close(a, b)
+
+
+def test_normalized_probs_are_fp32_log_probs():
+    d = make_dict(10)
+    model = build("tp_transformer_tiny", d).half().eval()
+    src = torch.randint(4, len(d), (2, 5))
+    prev = torch.randint(4, len(d), (2, 3))
+    with torch.no_grad():
+        out = model.decoder(prev, encoder_out=_encode(model, src))
+        lp = model.get_normalized_probs(out, log_probs=True)
+    assert lp.dtype == torch.float32
+    torch.testing.assert_close(lp.exp().sum(-1), torch.ones(2, 3))
