@@ -1,0 +1,215 @@
+"""FOLNet encoder-only model (``--arch folnet_base | folnet_large | folnet_tiny``).
+
+RoBERTa-style interface (``features``, ``register_classification_head``,
+``masked_tokens``), so fairseq's ``masked_lm`` and ``sentence_prediction``
+tasks train it unchanged.  The input atoms are
+    u1_0(x)    = token embedding                     (B, T, D1)
+    u2_0(x, y) = clipped relative distance embedding (B, T, T, D2)
+with the [CLS] ids for ``<s>`` at position 0 and the cross-segment id between
+the two sentences of a RoBERTa pair ``<s> A </s> </s> B </s>``.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import FairseqEncoder, FairseqEncoderModel, register_model, register_model_architecture
+from fairseq.models.roberta.model import RobertaClassificationHead, RobertaLMHead
+from fairseq.utils import safe_getattr
+
+from plugins.layers.folnet_layer import FolnetStack
+from plugins.layers.folnet_masks import real_positions, self_mask
+from plugins.layers.folnet_ops import parse_ops
+from plugins.layers.folnet_rpe import RelativeDistanceEmbedding, relative_distance_ids, segments_from_separators
+
+logger = logging.getLogger(__name__)
+
+TRANS_IMPL_CHOICES = ChoiceEnum(["auto", "triton", "torch"])
+
+
+@dataclass
+class FolnetCommonConfig(FairseqDataclass):
+    folnet_ops: str = field(default="jmc.atp", metadata={
+        "help": "operator set in the paper's notation: unary-output ops {b,c,j,m} before the dot, "
+                "binary-output ops {a,p,t} after it (bool is always on), e.g. jmc.atp or j.a"})
+    folnet_unary_dim: int = field(default=768, metadata={"help": "D1 = H*S, unary atom channels"})
+    folnet_binary_dim: int = field(default=64, metadata={"help": "D2, binary atom channels"})
+    folnet_heads: int = field(default=12, metadata={"help": "H, heads (S = D1 / H)"})
+    folnet_ffn_unary: int = field(default=3072, metadata={"help": "unary bool FFN hidden size"})
+    folnet_ffn_binary: int = field(default=256, metadata={"help": "binary bool FFN hidden size"})
+    folnet_rpe_clip: int = field(default=64, metadata={"help": "clip δ of the relative distance atoms"})
+    folnet_trans_impl: TRANS_IMPL_CHOICES = field(default="auto", metadata={
+        "help": "implementation of the trans operator (triton_kernels.trans impl=)"})
+    dropout: float = field(default=0.1, metadata={"help": "dropout probability"})
+    checkpoint_activations: bool = field(default=False, metadata={
+        "help": "checkpoint each layer's activations (recompute in backward)"})
+
+
+@dataclass
+class FolnetConfig(FolnetCommonConfig):
+    folnet_layers: int = field(default=12, metadata={"help": "L, number of layers"})
+    max_positions: int = field(default=1024, metadata={"help": "longest input (RPE itself has no limit)"})
+    pooler_activation_fn: ChoiceEnum(["tanh", "relu", "gelu", "linear"]) = field(
+        default="tanh", metadata={"help": "classification head activation"})
+    pooler_dropout: float = field(default=0.0, metadata={"help": "classification head dropout"})
+
+
+def folnet_embedding(num: int, dim: int, padding_idx: int) -> nn.Embedding:
+    m = nn.Embedding(num, dim, padding_idx=padding_idx)
+    nn.init.normal_(m.weight, mean=0, std=dim ** -0.5)
+    nn.init.constant_(m.weight[padding_idx], 0)
+    return m
+
+
+def stack_kwargs(cfg, layers: int, enc_dim=None, enc_binary_dim=None) -> dict:
+    unary, binary = parse_ops(cfg.folnet_ops)
+    return dict(layers=layers, checkpoint_activations=cfg.checkpoint_activations, d1=cfg.folnet_unary_dim,
+                d2=cfg.folnet_binary_dim, heads=cfg.folnet_heads, ffn1=cfg.folnet_ffn_unary,
+                ffn2=cfg.folnet_ffn_binary, unary_ops=unary, binary_ops=binary, dropout=cfg.dropout,
+                enc_dim=enc_dim, enc_binary_dim=enc_binary_dim, trans_impl=str(cfg.folnet_trans_impl))
+
+
+class FolnetEncoderCore(nn.Module):
+    """tokens (B, T) -> unary atoms (B, T, D1), binary atoms (B, T, T, D2), padding (B, T)."""
+
+    def __init__(self, cfg, embed_tokens: nn.Embedding, layers: int, cls: bool, separator: Optional[int]):
+        super().__init__()
+        self.embed_tokens = embed_tokens
+        self.padding_idx = embed_tokens.padding_idx
+        self.embed_scale = math.sqrt(cfg.folnet_unary_dim)
+        self.cls, self.separator = cls, separator
+        self.dropout = cfg.dropout
+        self.rpe = RelativeDistanceEmbedding(cfg.folnet_rpe_clip, cfg.folnet_binary_dim)
+        self.stack = FolnetStack(**stack_kwargs(cfg, layers))
+
+    def forward(self, tokens: Tensor, return_all_hiddens: bool = False):
+        padding = tokens.eq(self.padding_idx)  # (B, T)
+        pos = real_positions(padding)
+        seg = segments_from_separators(tokens, self.separator, padding) if self.separator is not None else None
+        mask = self_mask("none", padding)
+        ids = relative_distance_ids(pos, pos, self.rpe.clip, seg, seg, cls=self.cls)  # (B, T, T)
+        u1 = nn.functional.dropout(self.embed_scale * self.embed_tokens(tokens), self.dropout, self.training)
+        u2 = self.rpe(ids) * mask.pair_ok[..., None].to(u1.dtype)
+        u1, u2, hiddens = self.stack(u1, u2, mask, return_all_hiddens=return_all_hiddens)
+        return u1, u2, padding, hiddens
+
+
+class FolnetMLMEncoder(FairseqEncoder):
+    """RoBERTa-style encoder: features + masked-LM head."""
+
+    def __init__(self, cfg, dictionary):
+        super().__init__(dictionary)
+        embed = folnet_embedding(len(dictionary), cfg.folnet_unary_dim, dictionary.pad())
+        self.core = FolnetEncoderCore(cfg, embed, cfg.folnet_layers, cls=True, separator=dictionary.eos())
+        self.lm_head = RobertaLMHead(cfg.folnet_unary_dim, len(dictionary), "gelu", weight=embed.weight)
+        self.max_pos = cfg.max_positions
+
+    def extract_features(self, src_tokens, return_all_hiddens=False, **unused):
+        u1, u2, padding, hiddens = self.core(src_tokens, return_all_hiddens=return_all_hiddens)
+        return u1, {"inner_states": hiddens, "binary_atoms": u2, "padding_mask": padding}
+
+    def output_layer(self, features, masked_tokens=None, **unused):
+        return self.lm_head(features, masked_tokens)
+
+    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, masked_tokens=None, **unused):
+        x, extra = self.extract_features(src_tokens, return_all_hiddens=return_all_hiddens)
+        if not features_only:
+            x = self.output_layer(x, masked_tokens=masked_tokens)
+        return x, extra
+
+    def max_positions(self):
+        return self.max_pos
+
+
+@register_model("folnet", dataclass=FolnetConfig)
+class FolnetModel(FairseqEncoderModel):
+    """FOLNet encoder-only (masked_lm / sentence_prediction)."""
+
+    def __init__(self, cfg, encoder):
+        super().__init__(encoder)
+        self.cfg = cfg
+        self.classification_heads = nn.ModuleDict()
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        folnet_base(cfg)
+        return cls(cfg, FolnetMLMEncoder(cfg, task.source_dictionary))
+
+    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, classification_head_name=None,
+                **kwargs):
+        if classification_head_name is not None:
+            features_only = True
+        x, extra = self.encoder(src_tokens, features_only, return_all_hiddens, **kwargs)
+        if classification_head_name is not None:
+            x = self.classification_heads[classification_head_name](x)
+        return x, extra
+
+    def extract_features(self, src_tokens, return_all_hiddens=False):
+        return self.encoder.extract_features(src_tokens, return_all_hiddens=return_all_hiddens)
+
+    def register_classification_head(self, name, num_classes=None, inner_dim=None, **kwargs):
+        d1 = self.cfg.folnet_unary_dim
+        self.classification_heads[name] = RobertaClassificationHead(
+            input_dim=d1, inner_dim=inner_dim or d1, num_classes=num_classes,
+            activation_fn=str(self.cfg.pooler_activation_fn), pooler_dropout=self.cfg.pooler_dropout)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """Keep this model's heads when loading a checkpoint without them (e.g. masked_lm -> fine-tuning)."""
+        super().upgrade_state_dict_named(state_dict, name)
+        prefix = name + "." if name != "" else ""
+        for head, module in self.classification_heads.items():
+            for k, v in module.state_dict().items():
+                key = f"{prefix}classification_heads.{head}.{k}"
+                if key not in state_dict:
+                    state_dict[key] = v
+        heads = set(self.classification_heads.keys())
+        for k in list(state_dict.keys()):
+            if k.startswith(prefix + "classification_heads."):
+                if k[len(prefix + "classification_heads."):].split(".")[0] not in heads:
+                    del state_dict[k]
+
+
+def _folnet_sizes(args, layers, d1, d2, heads, ffn1, ffn2, clip):
+    if layers is not None:
+        args.folnet_layers = safe_getattr(args, "folnet_layers", layers)
+    args.folnet_unary_dim = safe_getattr(args, "folnet_unary_dim", d1)
+    args.folnet_binary_dim = safe_getattr(args, "folnet_binary_dim", d2)
+    args.folnet_heads = safe_getattr(args, "folnet_heads", heads)
+    args.folnet_ffn_unary = safe_getattr(args, "folnet_ffn_unary", ffn1)
+    args.folnet_ffn_binary = safe_getattr(args, "folnet_ffn_binary", ffn2)
+    args.folnet_rpe_clip = safe_getattr(args, "folnet_rpe_clip", clip)
+    args.folnet_ops = safe_getattr(args, "folnet_ops", "jmc.atp")
+    args.folnet_trans_impl = safe_getattr(args, "folnet_trans_impl", "auto")
+    args.dropout = safe_getattr(args, "dropout", 0.1)
+    args.checkpoint_activations = safe_getattr(args, "checkpoint_activations", False)
+
+
+def _folnet_encoder_extras(args):
+    args.max_positions = safe_getattr(args, "max_positions", 1024)
+    args.pooler_activation_fn = safe_getattr(args, "pooler_activation_fn", "tanh")
+    args.pooler_dropout = safe_getattr(args, "pooler_dropout", 0.0)
+
+
+@register_model_architecture("folnet", "folnet_base")
+def folnet_base(args):
+    _folnet_sizes(args, 12, 768, 64, 12, 3072, 256, 64)
+    _folnet_encoder_extras(args)
+
+
+@register_model_architecture("folnet", "folnet_large")
+def folnet_large(args):
+    _folnet_sizes(args, 24, 1024, 64, 16, 4096, 256, 64)
+    _folnet_encoder_extras(args)
+
+
+@register_model_architecture("folnet", "folnet_tiny")
+def folnet_tiny(args):
+    _folnet_sizes(args, 2, 32, 8, 4, 64, 16, 8)
+    _folnet_encoder_extras(args)

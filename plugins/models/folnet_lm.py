@@ -1,0 +1,62 @@
+"""FOLNet decoder-only model (``--arch folnet_lm_base | folnet_lm_tiny``).
+
+* Causal LM with fairseq's ``language_modeling`` task: net_input is
+  ``{src_tokens, src_lengths}``, the decoder reads ``src_tokens``.
+* Prefix LM with the plugin task ``prefix_lm``: net_input is the translation
+  batch ``{src_tokens, src_lengths, prev_output_tokens}``; the decoder reads
+  [src_tokens ; prev_output_tokens], bidirectional on the source prefix, and
+  returns outputs for the target positions only (so the loss is on the
+  target only).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fairseq.models import FairseqLanguageModel, register_model, register_model_architecture
+from fairseq.utils import safe_getattr
+
+from plugins.models.folnet import FolnetCommonConfig, _folnet_sizes, folnet_embedding
+from plugins.models.folnet_decoder import FolnetDecoder
+
+
+@dataclass
+class FolnetLMConfig(FolnetCommonConfig):
+    folnet_layers: int = field(default=12, metadata={"help": "L, number of layers"})
+    max_target_positions: int = field(default=1024, metadata={"help": "longest sequence (prefix + target)"})
+
+
+@register_model("folnet_lm", dataclass=FolnetLMConfig)
+class FolnetLanguageModel(FairseqLanguageModel):
+    def __init__(self, cfg, decoder):
+        super().__init__(decoder)
+        self.cfg = cfg
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        folnet_lm_base(cfg)
+        dictionary = task.target_dictionary
+        embed = folnet_embedding(len(dictionary), cfg.folnet_unary_dim, dictionary.pad())
+        decoder = FolnetDecoder(cfg, dictionary, embed, cfg.folnet_layers, cross=False,
+                                max_positions=cfg.max_target_positions)
+        return cls(cfg, decoder)
+
+    def forward(self, src_tokens, src_lengths=None, prev_output_tokens=None, **kwargs):
+        if prev_output_tokens is not None:  # prefix LM: src_tokens is the prefix
+            return self.decoder(prev_output_tokens, src_prefix=src_tokens, **kwargs)
+        return self.decoder(src_tokens, **kwargs)
+
+
+def _lm_extras(args):
+    args.max_target_positions = safe_getattr(args, "max_target_positions", 1024)
+
+
+@register_model_architecture("folnet_lm", "folnet_lm_base")
+def folnet_lm_base(args):
+    _folnet_sizes(args, 12, 768, 64, 12, 3072, 256, 64)
+    _lm_extras(args)
+
+
+@register_model_architecture("folnet_lm", "folnet_lm_tiny")
+def folnet_lm_tiny(args):
+    _folnet_sizes(args, 2, 32, 8, 4, 64, 16, 8)
+    _lm_extras(args)
