@@ -1,0 +1,490 @@
+"""Triton kernels for FOLNet's masked trans operator (no wrappers here).
+
+    u_h(x, y) = sum_a softmax_{allowed a}( K_h(x, ·) )[a] * v_h(a, y)
+
+This module holds only ``@triton.jit`` functions.  ``trans_triton.py`` loads it
+(once per mode: compiled, or a second copy decorated under the Triton
+interpreter) and launches the kernels.
+
+Index names used throughout (one (batch b, head h) pair per program column):
+    x   kernel / output row, relative index in [0, Tq); absolute x_abs = x + q_off
+    a   the reduced axis.  For the self kinds a = j in [0, T).  For ``encdec``
+        the axis is [encoder I ; decoder T]: a in [0, Ti) is an encoder column,
+        a = Ti + j a decoder column j in [0, Tt).
+    y   output / premise column in [0, Y); Y = T (self) or Ti + Tt (encdec)
+
+Mask kinds (constexpr KIND): 0 none, 1 causal, 2 prefix, 3 encdec.  With
+rel(i, j) = True (none) | j <= i (causal, encdec-decoder) | j <= i or j < P (prefix):
+    kernel  K(x, j)  kept iff valid(x) & valid(j) & rel(x_abs, j)
+    premise v(j, y)  kept iff valid(j) & valid(y) & rel(j, y)
+    encdec: K(x, a in I) kept iff valid(x) & enc_valid(a); premise (a in I, y in I)
+            is v_enc kept iff enc_valid(a) & enc_valid(y); (a in I, y in T) is 0;
+            (j in T, y in I) is v kept iff valid(j) & enc_valid(y).
+
+Softmax statistics depend only on (x, a) while the a-range a program needs
+depends on its y-block (causal: y <= a <= x), so the row log-sum-exp is computed
+once in a first pass (``_lse_kernel``) over every allowed a.  The main pass then
+uses p = exp(K - lse) directly: no running rescale, identical normaliser for every
+y-block, and the same lse is what backward needs.  All reductions run in a fixed
+order inside one program and no atomics are used, so results are deterministic
+for a given input and block configuration.
+
+Masked kernel entries are loaded as -inf, so p = exp2(-inf - lse) = 0 without a
+separate select; lse of a row with no allowed a is stored as 0 (finite), so such
+rows give exact zeros and never NaN.
+"""
+import triton
+import triton.language as tl
+
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _rel(i, j, P, KIND: tl.constexpr):
+    """rel(i, j) on broadcastable index tensors (see module doc)."""
+    if KIND == 0:
+        r = (i >= 0) & (j >= 0)
+    elif KIND == 2:
+        r = (j <= i) | (j < P)
+    else:
+        r = j <= i
+    return r
+
+
+@triton.jit
+def _valid(VALID, b, idx, n, HAS_PAD: tl.constexpr):
+    """valid(idx) for a (B, n) int8 validity table; False outside [0, n)."""
+    inb = (idx >= 0) & (idx < n)
+    if HAS_PAD:
+        ok = tl.load(VALID + b * n + idx, mask=inb, other=0) != 0
+        ok = ok & inb
+    else:
+        ok = inb
+    return ok
+
+
+@triton.jit
+def _bounds(LO, HI, b, n, HAS_PAD: tl.constexpr):
+    """[lo, hi): the per-batch span holding every valid position (tile skipping)."""
+    if HAS_PAD:
+        lo = tl.load(LO + b)
+        hi = tl.load(HI + b)
+    else:
+        lo = 0
+        hi = n
+    return lo, hi
+
+
+@triton.jit
+def _prefix_len(PLEN, b, KIND: tl.constexpr):
+    if KIND == 2:
+        P = tl.load(PLEN + b)
+    else:
+        P = 0
+    return P
+
+
+@triton.jit
+def _kernel_hi(x_last_abs, P, n, KIND: tl.constexpr):
+    """Exclusive upper bound on self/decoder columns j that rows <= x_last_abs may use."""
+    if KIND == 0:
+        hi = n
+    elif KIND == 2:
+        hi = tl.minimum(tl.maximum(x_last_abs + 1, P), n)
+    else:
+        hi = tl.minimum(x_last_abs + 1, n)
+    return hi
+
+
+# --------------------------------------------------------------------------
+# Pass 1: row log-sum-exp (base 2) over every allowed a.  grid (cdiv(Tq, BX), B*H)
+# --------------------------------------------------------------------------
+@triton.jit
+def _lse_kernel(K, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
+                sKb, sKh, sKx, sKa,
+                H, Tq, Ti, Tt, q_off,
+                KIND: tl.constexpr, HAS_DPAD: tl.constexpr, HAS_EPAD: tl.constexpr,
+                BX: tl.constexpr, BA: tl.constexpr):
+    xb = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    offs_x = xb * BX + tl.arange(0, BX)                       # (BX,)
+    x_abs = offs_x + q_off
+    x_ok = (offs_x < Tq) & _valid(DVALID, b, x_abs, Tt, HAS_DPAD)
+    K_rows = K + b.to(tl.int64) * sKb + h.to(tl.int64) * sKh + offs_x[:, None].to(tl.int64) * sKx
+
+    P = _prefix_len(PLEN, b, KIND)
+    dlo, dhi = _bounds(DLO, DHI, b, Tt, HAS_DPAD)
+    x_first = xb * BX + q_off
+    x_last = tl.minimum(xb * BX + BX, Tq) - 1 + q_off
+    rows_live = (x_last >= dlo) & (x_first < dhi)
+
+    m = tl.full([BX], float("-inf"), tl.float32)
+    l = tl.zeros([BX], tl.float32)
+    if KIND == 3:
+        # encoder columns a in [elo, ehi)
+        elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
+        a_lo = (elo // BA) * BA
+        a_hi = tl.where(rows_live, ehi, a_lo)
+        for a0 in range(a_lo, a_hi, BA):
+            offs_a = a0 + tl.arange(0, BA)
+            kok = x_ok[:, None] & _valid(EVALID, b, offs_a, Ti, HAS_EPAD)[None, :]
+            k = tl.load(K_rows + offs_a[None, :] * sKa, mask=kok, other=float("-inf")).to(tl.float32) * LOG2E
+            m_new = tl.maximum(m, tl.max(k, 1))
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+            l = l * tl.exp2(m - m_use) + tl.sum(tl.exp2(k - m_use[:, None]), 1)
+            m = m_new
+    # self / decoder columns j
+    j_lo = (dlo // BA) * BA
+    j_hi = tl.minimum(_kernel_hi(x_last, P, Tt, KIND), dhi)
+    j_hi = tl.where(rows_live, j_hi, j_lo)
+    for j0 in range(j_lo, j_hi, BA):
+        offs_j = j0 + tl.arange(0, BA)
+        kok = x_ok[:, None] & _valid(DVALID, b, offs_j, Tt, HAS_DPAD)[None, :] \
+            & _rel(x_abs[:, None], offs_j[None, :], P, KIND)
+        k = tl.load(K_rows + (Ti + offs_j)[None, :] * sKa, mask=kok, other=float("-inf")).to(tl.float32) * LOG2E
+        m_new = tl.maximum(m, tl.max(k, 1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        l = l * tl.exp2(m - m_use) + tl.sum(tl.exp2(k - m_use[:, None]), 1)
+        m = m_new
+    lse = tl.where(l > 0, m + tl.log2(tl.where(l > 0, l, 1.0)), 0.0)
+    tl.store(LSE + bh * Tq + offs_x, lse, mask=offs_x < Tq)
+
+
+# --------------------------------------------------------------------------
+# Pass 2: O(x, y) = sum_a exp2(K(x,a) log2e - lse(x)) Vm(a, y).
+# grid (cdiv(Tq, BX) * cdiv(Y, BY), B*H); each program owns one (x, y) tile and
+# loops only over the a-blocks its masks can reach.
+# --------------------------------------------------------------------------
+@triton.jit
+def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
+                sKb, sKh, sKx, sKa,
+                sVb, sVh, sVa, sVy,
+                sEb, sEh, sEa, sEy,
+                sOb, sOh, sOx, sOy,
+                H, Tq, Ti, Tt, q_off,
+                KIND: tl.constexpr, HAS_DPAD: tl.constexpr, HAS_EPAD: tl.constexpr,
+                BX: tl.constexpr, BY: tl.constexpr, BA: tl.constexpr,
+                DOT_PREC: tl.constexpr):
+    Y = Ti + Tt
+    n_yb = tl.cdiv(Y, BY)
+    pid = tl.program_id(0)
+    xb = pid // n_yb
+    yb = pid % n_yb
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    b64 = b.to(tl.int64)
+    h64 = h.to(tl.int64)
+
+    offs_x = xb * BX + tl.arange(0, BX)                       # (BX,)
+    offs_y = yb * BY + tl.arange(0, BY)                       # (BY,)
+    x_abs = offs_x + q_off
+    x_ok = (offs_x < Tq) & _valid(DVALID, b, x_abs, Tt, HAS_DPAD)
+    if KIND == 3:
+        y_enc = offs_y < Ti
+        y_ok = tl.where(y_enc, _valid(EVALID, b, offs_y, Ti, HAS_EPAD),
+                        _valid(DVALID, b, offs_y - Ti, Tt, HAS_DPAD))
+    else:
+        y_ok = _valid(DVALID, b, offs_y, Tt, HAS_DPAD)
+
+    K_rows = K + b64 * sKb + h64 * sKh + offs_x[:, None].to(tl.int64) * sKx     # (BX, 1)
+    V_cols = V + b64 * sVb + h64 * sVh + offs_y[None, :] * sVy                   # (1, BY)
+    lse = tl.load(LSE + bh * Tq + offs_x, mask=offs_x < Tq, other=0.0)
+
+    P = _prefix_len(PLEN, b, KIND)
+    dlo, dhi = _bounds(DLO, DHI, b, Tt, HAS_DPAD)
+    x_first = xb * BX + q_off
+    x_last = tl.minimum(xb * BX + BX, Tq) - 1 + q_off
+    y_first = yb * BY
+    y_last = tl.minimum(y_first + BY, Y) - 1
+    rows_live = (x_last >= dlo) & (x_first < dhi)
+
+    acc = tl.zeros([BX, BY], tl.float32)
+    if KIND == 3:
+        # Encoder columns a in I meet v_enc(a, y) for y in I only.
+        elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
+        a_lo = (elo // BA) * BA
+        a_hi = tl.where(rows_live & (y_first < Ti), ehi, a_lo)
+        VE_cols = VE + b64 * sEb + h64 * sEh + offs_y[None, :] * sEy
+        for a0 in range(a_lo, a_hi, BA):
+            offs_a = a0 + tl.arange(0, BA)
+            a_ok = _valid(EVALID, b, offs_a, Ti, HAS_EPAD)
+            kok = x_ok[:, None] & a_ok[None, :]
+            k = tl.load(K_rows + offs_a[None, :] * sKa, mask=kok, other=float("-inf")).to(tl.float32)
+            p = tl.exp2(k * LOG2E - lse[:, None])                                 # (BX, BA)
+            vok = a_ok[:, None] & (y_ok & y_enc)[None, :]
+            vt = tl.load(VE_cols + offs_a[:, None] * sEa, mask=vok, other=0.0)   # (BA, BY)
+            acc = tl.dot(p.to(vt.dtype), vt, acc, input_precision=DOT_PREC)
+        # Decoder columns: kernel needs j <= x; premise (j, y in T) needs y - Ti <= j.
+        j_lo = tl.maximum(tl.maximum(y_first - Ti, 0), dlo)
+        j_hi = tl.minimum(tl.minimum(x_last + 1, Tt), dhi)
+    else:
+        # Self columns: kernel bound from the rows, premise bound from the columns.
+        if KIND == 1:
+            j_lo = tl.maximum(y_first, dlo)
+        elif KIND == 2:
+            j_lo = tl.maximum(tl.where(y_first < P, 0, y_first), dlo)
+        else:
+            j_lo = dlo
+        j_hi = tl.minimum(_kernel_hi(x_last, P, Tt, KIND), dhi)
+        rows_live = rows_live & (y_last >= dlo) & (y_first < dhi)
+    j_lo = (j_lo // BA) * BA
+    j_hi = tl.where(rows_live, j_hi, j_lo)
+    for j0 in range(j_lo, j_hi, BA):
+        offs_j = j0 + tl.arange(0, BA)
+        j_ok = _valid(DVALID, b, offs_j, Tt, HAS_DPAD)
+        kok = x_ok[:, None] & j_ok[None, :] & _rel(x_abs[:, None], offs_j[None, :], P, KIND)
+        k = tl.load(K_rows + (Ti + offs_j)[None, :] * sKa, mask=kok, other=float("-inf")).to(tl.float32)
+        p = tl.exp2(k * LOG2E - lse[:, None])                                     # (BX, BA)
+        if KIND == 3:
+            vrel = y_enc[None, :] | ((offs_y - Ti)[None, :] <= offs_j[:, None])
+        else:
+            vrel = _rel(offs_j[:, None], offs_y[None, :], P, KIND)
+        vok = j_ok[:, None] & y_ok[None, :] & vrel
+        vt = tl.load(V_cols + offs_j[:, None] * sVa, mask=vok, other=0.0)         # (BA, BY)
+        acc = tl.dot(p.to(vt.dtype), vt, acc, input_precision=DOT_PREC)
+
+    O_ptrs = O + b64 * sOb + h64 * sOh + offs_x[:, None].to(tl.int64) * sOx + offs_y[None, :] * sOy
+    tl.store(O_ptrs, acc.to(O.dtype.element_ty), mask=(offs_x < Tq)[:, None] & (offs_y < Y)[None, :])
+
+
+# --------------------------------------------------------------------------
+# Backward helper: delta(x) = sum_y dO(x, y) O(x, y).  grid (cdiv(Tq, BX), B*H)
+# --------------------------------------------------------------------------
+@triton.jit
+def _delta_kernel(O, DO, DELTA,
+                  sOb, sOh, sOx, sOy,
+                  sGb, sGh, sGx, sGy,
+                  H, Tq, Y,
+                  BX: tl.constexpr, BY: tl.constexpr):
+    xb = tl.program_id(0)
+    bh = tl.program_id(1)
+    b64 = (bh // H).to(tl.int64)
+    h64 = (bh % H).to(tl.int64)
+    offs_x = xb * BX + tl.arange(0, BX)
+    row = offs_x[:, None].to(tl.int64)
+    d = tl.zeros([BX], tl.float32)
+    for y0 in range(0, Y, BY):
+        offs_y = y0 + tl.arange(0, BY)
+        msk = (offs_x < Tq)[:, None] & (offs_y < Y)[None, :]
+        o = tl.load(O + b64 * sOb + h64 * sOh + row * sOx + offs_y[None, :] * sOy, mask=msk, other=0.0)
+        g = tl.load(DO + b64 * sGb + h64 * sGh + row * sGx + offs_y[None, :] * sGy, mask=msk, other=0.0)
+        d += tl.sum(o.to(tl.float32) * g.to(tl.float32), 1)
+    tl.store(DELTA + bh * Tq + offs_x, d, mask=offs_x < Tq)
+
+
+# --------------------------------------------------------------------------
+# dK(x, a) = p(x, a) (dP(x, a) - delta(x)),  dP(x, a) = sum_y dO(x, y) Vm(a, y)
+# grid (cdiv(Tq, BX) * cdiv(n_a, BA), B*H) for one column segment:
+#   SEG 0: encoder columns a in [0, Ti) (encdec only), premise v_enc
+#   SEG 1: self / decoder columns j, K column Ti + j, premise v
+# --------------------------------------------------------------------------
+@triton.jit
+def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
+               sKb, sKh, sKx, sKa,
+               sVb, sVh, sVa, sVy,
+               sEb, sEh, sEa, sEy,
+               sGb, sGh, sGx, sGy,
+               sDb, sDh, sDx, sDa,
+               H, Tq, Ti, Tt, q_off,
+               SEG: tl.constexpr, KIND: tl.constexpr,
+               HAS_DPAD: tl.constexpr, HAS_EPAD: tl.constexpr,
+               BX: tl.constexpr, BY: tl.constexpr, BA: tl.constexpr,
+               DOT_PREC: tl.constexpr):
+    if SEG == 0:
+        n_a = Ti
+    else:
+        n_a = Tt
+    n_ab = tl.cdiv(n_a, BA)
+    pid = tl.program_id(0)
+    xb = pid // n_ab
+    ab = pid % n_ab
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    b64 = b.to(tl.int64)
+    h64 = h.to(tl.int64)
+
+    offs_x = xb * BX + tl.arange(0, BX)                       # (BX,)
+    offs_a = ab * BA + tl.arange(0, BA)                       # (BA,) segment-local
+    x_abs = offs_x + q_off
+    x_ok = (offs_x < Tq) & _valid(DVALID, b, x_abs, Tt, HAS_DPAD)
+    lse = tl.load(LSE + bh * Tq + offs_x, mask=offs_x < Tq, other=0.0)
+    delta = tl.load(DELTA + bh * Tq + offs_x, mask=offs_x < Tq, other=0.0)
+    P = _prefix_len(PLEN, b, KIND)
+    dlo, dhi = _bounds(DLO, DHI, b, Tt, HAS_DPAD)
+    x_first = xb * BX + q_off
+    x_last = tl.minimum(xb * BX + BX, Tq) - 1 + q_off
+    a_first = ab * BA
+    a_last = tl.minimum(a_first + BA, n_a) - 1
+    live = (x_last >= dlo) & (x_first < dhi)
+    DO_rows = DO + b64 * sGb + h64 * sGh + offs_x[:, None].to(tl.int64) * sGx   # (BX, 1)
+
+    dp = tl.zeros([BX, BA], tl.float32)
+    if SEG == 0:
+        elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
+        a_ok = _valid(EVALID, b, offs_a, Ti, HAS_EPAD)
+        kok = x_ok[:, None] & a_ok[None, :]
+        col = offs_a
+        live = live & (a_last >= elo) & (a_first < ehi)
+        y_lo = (elo // BY) * BY
+        y_hi = tl.where(live, ehi, y_lo)
+        VE_rows = VE + b64 * sEb + h64 * sEh + offs_a[:, None] * sEa            # (BA, 1)
+        for y0 in range(y_lo, y_hi, BY):
+            offs_y = y0 + tl.arange(0, BY)
+            y_ok = _valid(EVALID, b, offs_y, Ti, HAS_EPAD)
+            g = tl.load(DO_rows + offs_y[None, :] * sGy, mask=(offs_x < Tq)[:, None] & y_ok[None, :], other=0.0)
+            vt = tl.load(VE_rows + offs_y[None, :] * sEy, mask=a_ok[:, None] & y_ok[None, :], other=0.0)
+            dp = tl.dot(g, tl.trans(vt), dp, input_precision=DOT_PREC)
+    else:
+        a_ok = _valid(DVALID, b, offs_a, Tt, HAS_DPAD)
+        kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, KIND)
+        col = Ti + offs_a
+        live = live & (a_last >= dlo) & (a_first < dhi)
+        if KIND == 1 or KIND == 3:
+            live = live & (a_first <= x_last)
+        elif KIND == 2:
+            live = live & ((a_first <= x_last) | (a_first < P))
+        V_rows = V + b64 * sVb + h64 * sVh + offs_a[:, None] * sVa               # (BA, 1)
+        if KIND == 3:
+            # premise columns y in I (encoder-valid), then y = Ti + j' with j' <= a
+            elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
+            y_lo = (elo // BY) * BY
+            y_hi = tl.where(live, ehi, y_lo)
+            for y0 in range(y_lo, y_hi, BY):
+                offs_y = y0 + tl.arange(0, BY)
+                y_ok = _valid(EVALID, b, offs_y, Ti, HAS_EPAD)
+                g = tl.load(DO_rows + offs_y[None, :] * sGy, mask=(offs_x < Tq)[:, None] & y_ok[None, :], other=0.0)
+                vt = tl.load(V_rows + offs_y[None, :] * sVy, mask=a_ok[:, None] & y_ok[None, :], other=0.0)
+                dp = tl.dot(g, tl.trans(vt), dp, input_precision=DOT_PREC)
+            y_lo = (dlo // BY) * BY
+            y_hi = tl.where(live, tl.minimum(tl.minimum(a_last + 1, Tt), dhi), y_lo)
+            for y0 in range(y_lo, y_hi, BY):
+                offs_y = y0 + tl.arange(0, BY)                   # decoder-local premise column
+                y_ok = _valid(DVALID, b, offs_y, Tt, HAS_DPAD)
+                vok = a_ok[:, None] & y_ok[None, :] & (offs_y[None, :] <= offs_a[:, None])
+                g = tl.load(DO_rows + (Ti + offs_y)[None, :] * sGy, mask=(offs_x < Tq)[:, None] & y_ok[None, :],
+                            other=0.0)
+                vt = tl.load(V_rows + (Ti + offs_y)[None, :] * sVy, mask=vok, other=0.0)
+                dp = tl.dot(g, tl.trans(vt), dp, input_precision=DOT_PREC)
+        else:
+            # premise v(a, y) needs rel(a, y): causal y <= a; prefix y <= a or y < P
+            y_lo = (dlo // BY) * BY
+            y_hi = tl.where(live, tl.minimum(_kernel_hi(a_last, P, Tt, KIND), dhi), y_lo)
+            for y0 in range(y_lo, y_hi, BY):
+                offs_y = y0 + tl.arange(0, BY)
+                y_ok = _valid(DVALID, b, offs_y, Tt, HAS_DPAD)
+                vok = a_ok[:, None] & y_ok[None, :] & _rel(offs_a[:, None], offs_y[None, :], P, KIND)
+                g = tl.load(DO_rows + offs_y[None, :] * sGy, mask=(offs_x < Tq)[:, None] & y_ok[None, :], other=0.0)
+                vt = tl.load(V_rows + offs_y[None, :] * sVy, mask=vok, other=0.0)
+                dp = tl.dot(g, tl.trans(vt), dp, input_precision=DOT_PREC)
+
+    # kok is all False on a tile that is not live, so no K traffic there
+    K_rows = K + b64 * sKb + h64 * sKh + offs_x[:, None].to(tl.int64) * sKx
+    k = tl.load(K_rows + col[None, :] * sKa, mask=kok, other=float("-inf")).to(tl.float32)
+    p = tl.exp2(k * LOG2E - lse[:, None])
+    dk = p * (dp - delta[:, None])
+    DK_ptrs = DK + b64 * sDb + h64 * sDh + offs_x[:, None].to(tl.int64) * sDx + col[None, :] * sDa
+    tl.store(DK_ptrs, dk.to(DK.dtype.element_ty), mask=(offs_x < Tq)[:, None] & (offs_a < n_a)[None, :])
+
+
+# --------------------------------------------------------------------------
+# dV(a, y) = Vmask(a, y) * sum_x p(x, a) dO(x, y)
+# grid (cdiv(n_a, BA) * cdiv(n_y, BY), B*H) for one premise:
+#   SEG 0: v_enc (a, y in I), K column a;  SEG 1: v (j in T, y in [0, Y)), K column Ti + j
+# --------------------------------------------------------------------------
+@triton.jit
+def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
+               sKb, sKh, sKx, sKa,
+               sGb, sGh, sGx, sGy,
+               sWb, sWh, sWa, sWy,
+               H, Tq, Ti, Tt, q_off,
+               SEG: tl.constexpr, KIND: tl.constexpr,
+               HAS_DPAD: tl.constexpr, HAS_EPAD: tl.constexpr,
+               BX: tl.constexpr, BY: tl.constexpr, BA: tl.constexpr,
+               DOT_PREC: tl.constexpr):
+    if SEG == 0:
+        n_a = Ti
+        n_y = Ti
+    else:
+        n_a = Tt
+        n_y = Ti + Tt
+    n_yb = tl.cdiv(n_y, BY)
+    pid = tl.program_id(0)
+    ab = pid // n_yb
+    yb = pid % n_yb
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    b64 = b.to(tl.int64)
+    h64 = h.to(tl.int64)
+
+    offs_a = ab * BA + tl.arange(0, BA)                       # (BA,) segment-local
+    offs_y = yb * BY + tl.arange(0, BY)                       # (BY,) premise column
+    P = _prefix_len(PLEN, b, KIND)
+    dlo, dhi = _bounds(DLO, DHI, b, Tt, HAS_DPAD)
+    a_first = ab * BA
+    a_last = tl.minimum(a_first + BA, n_a) - 1
+    y_first = yb * BY
+    y_last = tl.minimum(y_first + BY, n_y) - 1
+
+    if SEG == 0:
+        elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
+        a_ok = _valid(EVALID, b, offs_a, Ti, HAS_EPAD)
+        y_ok = _valid(EVALID, b, offs_y, Ti, HAS_EPAD)
+        vok = a_ok[:, None] & y_ok[None, :]
+        col = offs_a
+        live = (a_last >= elo) & (a_first < ehi) & (y_last >= elo) & (y_first < ehi)
+        x_abs_lo = dlo
+    else:
+        a_ok = _valid(DVALID, b, offs_a, Tt, HAS_DPAD)
+        col = Ti + offs_a
+        live = (a_last >= dlo) & (a_first < dhi)
+        if KIND == 3:
+            y_enc = offs_y < Ti
+            y_ok = tl.where(y_enc, _valid(EVALID, b, offs_y, Ti, HAS_EPAD),
+                            _valid(DVALID, b, offs_y - Ti, Tt, HAS_DPAD))
+            vok = a_ok[:, None] & y_ok[None, :] & (y_enc[None, :] | ((offs_y - Ti)[None, :] <= offs_a[:, None]))
+            live = live & ((y_first < Ti) | (y_first - Ti <= a_last))
+        else:
+            y_ok = _valid(DVALID, b, offs_y, Tt, HAS_DPAD)
+            vok = a_ok[:, None] & y_ok[None, :] & _rel(offs_a[:, None], offs_y[None, :], P, KIND)
+            live = live & (y_last >= dlo) & (y_first < dhi)
+            if KIND == 1:
+                live = live & (y_first <= a_last)
+            elif KIND == 2:
+                live = live & ((y_first <= a_last) | (y_first < P))
+        # rows x that may use column a: rel(x_abs, a)
+        if KIND == 1 or KIND == 3:
+            x_abs_lo = tl.maximum(a_first, dlo)
+        elif KIND == 2:
+            x_abs_lo = tl.maximum(tl.where(a_first < P, 0, a_first), dlo)
+        else:
+            x_abs_lo = dlo
+    x_lo = tl.maximum(x_abs_lo - q_off, 0)
+    x_lo = (x_lo // BX) * BX
+    x_hi = tl.minimum(dhi - q_off, Tq)
+    x_hi = tl.where(live, x_hi, x_lo)
+
+    K_cols = K + b64 * sKb + h64 * sKh + col[None, :] * sKa                      # (1, BA)
+    DO_cols = DO + b64 * sGb + h64 * sGh + offs_y[None, :] * sGy                 # (1, BY)
+    acc = tl.zeros([BA, BY], tl.float32)
+    for x0 in range(x_lo, x_hi, BX):
+        offs_x = x0 + tl.arange(0, BX)
+        x_abs = offs_x + q_off
+        x_ok = (offs_x < Tq) & _valid(DVALID, b, x_abs, Tt, HAS_DPAD)
+        if SEG == 0:
+            kok = x_ok[:, None] & a_ok[None, :]
+        else:
+            kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, KIND)
+        k = tl.load(K_cols + offs_x[:, None].to(tl.int64) * sKx, mask=kok, other=float("-inf")).to(tl.float32)
+        lse = tl.load(LSE + bh * Tq + offs_x, mask=offs_x < Tq, other=0.0)
+        p = tl.exp2(k * LOG2E - lse[:, None])                                     # (BX, BA)
+        g = tl.load(DO_cols + offs_x[:, None].to(tl.int64) * sGx, mask=x_ok[:, None] & y_ok[None, :], other=0.0)
+        acc = tl.dot(tl.trans(p.to(g.dtype)), g, acc, input_precision=DOT_PREC)   # (BA, BY)
+
+    dv = tl.where(vok, acc, 0.0)
+    DV_ptrs = DV + b64 * sWb + h64 * sWh + offs_a[:, None] * sWa + offs_y[None, :] * sWy
+    tl.store(DV_ptrs, dv.to(DV.dtype.element_ty), mask=(offs_a < n_a)[:, None] & (offs_y < n_y)[None, :])

@@ -1,0 +1,418 @@
+"""Launch wrappers and the autograd Function for the Triton trans kernels.
+
+``trans_triton(K, v, mask, v_enc)`` has the reference's signature and semantics
+(``triton_kernels.reference``) and returns a tensor with autograd support
+(gradients for K, v and v_enc; first order only).
+
+Execution modes:
+    * CUDA tensors: compiled kernels.
+    * CPU tensors with ``TRITON_INTERPRET=1`` in the environment at launch
+      time: the same kernel source run by the Triton interpreter.  Triton
+      decides compiled-vs-interpreted when a function is decorated, so a second
+      copy of ``_trans_kernels`` is loaded with the variable set; this works
+      even when Triton was imported before the variable was set.
+    * anything else: ``TransKernelUnavailable``.
+
+Block configuration: a fixed, deterministic choice per dtype (``default_config``),
+overridable with ``config=TransConfig(...)``.  On CUDA, setting
+``NESYSEQ_TRANS_AUTOTUNE=1`` times the candidate configurations once per shape
+key and keeps the fastest.  Each configuration is deterministic; different
+configurations may differ in the last bits (different summation blocking).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .reference import TransMask
+
+KIND_IDS = {"none": 0, "causal": 1, "prefix": 2, "encdec": 3}
+SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class TransKernelUnavailable(RuntimeError):
+    """The Triton path cannot run here (no Triton, no CUDA and no interpreter, dtype)."""
+
+
+@dataclass(frozen=True)
+class TransConfig:
+    """Tile sizes: BX rows x, BY premise/output columns y, BA reduced columns a."""
+
+    block_x: int = 64
+    block_y: int = 64
+    block_a: int = 64
+    num_warps: int = 4
+    num_stages: int = 2
+    # backward tiles (dK: BX x BA with a y loop; dV: BA x BY with an x loop)
+    bwd_block_x: int = 64
+    bwd_block_y: int = 64
+    bwd_block_a: int = 64
+    bwd_num_warps: int = 4
+    bwd_num_stages: int = 2
+
+
+def default_config(dtype: torch.dtype) -> TransConfig:
+    if dtype == torch.float32:
+        return TransConfig(block_x=64, block_y=64, block_a=32, num_stages=2,
+                           bwd_block_x=64, bwd_block_y=32, bwd_block_a=64, bwd_num_stages=1)
+    return TransConfig(block_x=64, block_y=64, block_a=64, num_stages=3,
+                       bwd_block_x=64, bwd_block_y=64, bwd_block_a=64, bwd_num_stages=2)
+
+
+_AUTOTUNE_CANDIDATES = [
+    TransConfig(),
+    TransConfig(block_x=128, block_y=64, block_a=64, num_warps=8, num_stages=3),
+    TransConfig(block_x=64, block_y=128, block_a=32, num_warps=4, num_stages=3),
+    TransConfig(block_x=128, block_y=128, block_a=32, num_warps=8, num_stages=2),
+    TransConfig(block_x=64, block_y=64, block_a=64, num_warps=4, num_stages=3,
+                bwd_block_x=128, bwd_block_a=64, bwd_block_y=64, bwd_num_warps=8),
+]
+
+
+# ---------------------------------------------------------------------------
+# kernel loading (compiled vs interpreted copy)
+# ---------------------------------------------------------------------------
+def triton_available() -> bool:
+    try:
+        import triton  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+_KERNEL_MODULES: Dict[bool, object] = {}
+
+
+def _kernels(interpret: bool):
+    """``_trans_kernels`` decorated for the requested mode."""
+    mod = _KERNEL_MODULES.get(interpret)
+    if mod is not None:
+        return mod
+    if not triton_available():
+        raise TransKernelUnavailable("triton is not installed")
+    name = __package__ + "._trans_kernels"
+    if interpret:
+        name += "_interpreted"
+    old = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+    try:
+        spec = importlib.util.find_spec(__package__ + "._trans_kernels")
+        mod = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, spec.origin))
+        sys.modules[name] = mod
+        mod.__spec__.loader.exec_module(mod)
+    finally:
+        if old is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = old
+    _KERNEL_MODULES[interpret] = mod
+    return mod
+
+
+def interpreter_usable() -> bool:
+    """True when triton.language itself was imported in interpreter mode.
+
+    Triton's own library functions (tl.zeros, tl.sum, ...) are decorated when
+    triton is first imported; the interpreter can only run kernels if that
+    happened with TRITON_INTERPRET=1 already set.
+    """
+    if not (interpreting() and triton_available()):
+        return False
+    import triton.language as tl
+    return type(tl.zeros).__name__ == "InterpretedFunction"
+
+
+def _mode_for(t: Tensor) -> bool:
+    """True: interpreter; False: compiled.  Raises when neither applies."""
+    if t.is_cuda:
+        if not triton_available():
+            raise TransKernelUnavailable("impl='triton' needs the triton package")
+        return False
+    if interpreting():
+        if not triton_available():
+            raise TransKernelUnavailable("impl='triton' needs the triton package")
+        if not interpreter_usable():
+            raise TransKernelUnavailable(
+                "TRITON_INTERPRET=1 was set after triton was imported in this process; the interpreter "
+                "needs it set before the first `import triton` (run in a fresh process)")
+        return True
+    raise TransKernelUnavailable(
+        "impl='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for the CPU interpreter); "
+        f"got tensors on {t.device}. Use impl='auto' or 'torch' here.")
+
+
+# ---------------------------------------------------------------------------
+# mask preparation
+# ---------------------------------------------------------------------------
+@dataclass
+class _Prep:
+    kind: int
+    B: int
+    H: int
+    Tq: int
+    Ti: int
+    Tt: int
+    q_off: int
+    dvalid: Tensor  # (B, Tt) int8 or empty
+    dlo: Tensor
+    dhi: Tensor
+    evalid: Tensor  # (B, Ti) int8 or empty
+    elo: Tensor
+    ehi: Tensor
+    plen: Tensor
+    has_dpad: bool
+    has_epad: bool
+
+    @property
+    def Y(self) -> int:
+        return self.Ti + self.Tt
+
+
+def _span(valid: Tensor) -> Tuple[Tensor, Tensor]:
+    """Per row: [first valid, last valid + 1); (n, 0) for a row with none."""
+    n = valid.shape[1]
+    idx = torch.arange(n, device=valid.device, dtype=torch.int32)
+    lo = torch.where(valid, idx, n).amin(1).to(torch.int32)
+    hi = torch.where(valid, idx + 1, 0).amax(1).to(torch.int32)
+    return lo.contiguous(), hi.contiguous()
+
+
+def _pad_table(padding: Optional[Tensor], B: int, n: int, dev):
+    empty = torch.zeros(1, dtype=torch.int32, device=dev)
+    if padding is None or n == 0:
+        return torch.zeros(1, dtype=torch.int8, device=dev), empty, empty, False
+    padding = padding.to(device=dev, dtype=torch.bool)
+    if tuple(padding.shape) != (B, n):
+        raise ValueError(f"padding mask has shape {tuple(padding.shape)}, expected {(B, n)}")
+    valid = ~padding
+    lo, hi = _span(valid)
+    return valid.to(torch.int8).contiguous(), lo, hi, True
+
+
+def _prepare(K: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor]) -> _Prep:
+    if K.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"trans expects 4-d K and v (B, H, ., .); got {tuple(K.shape)} and {tuple(v.shape)}")
+    B, H, Tq, A = K.shape
+    q_off = int(mask.query_offset)
+    dev = K.device
+    if mask.kind == "encdec":
+        if v_enc is None:
+            raise ValueError("trans(kind='encdec') needs v_enc (B, H, Ti, Ti)")
+        Ti = v_enc.shape[-1]
+        Tt = v.shape[-2]
+        if tuple(v_enc.shape) != (B, H, Ti, Ti) or tuple(v.shape) != (B, H, Tt, Ti + Tt) or A != Ti + Tt:
+            raise ValueError(f"encdec shapes: K {tuple(K.shape)}, v {tuple(v.shape)}, v_enc {tuple(v_enc.shape)}; "
+                             "expected K (B,H,Tq,Ti+Tt), v (B,H,Tt,Ti+Tt), v_enc (B,H,Ti,Ti)")
+    else:
+        Ti, Tt = 0, v.shape[-1]
+        if tuple(v.shape) != (B, H, Tt, Tt) or A != Tt:
+            raise ValueError(f"trans shapes: K {tuple(K.shape)}, v {tuple(v.shape)}; "
+                             "expected K (B,H,Tq,T) and v (B,H,T,T)")
+    if q_off < 0 or q_off + Tq > Tt:
+        raise ValueError(f"query_offset={q_off} with {Tq} rows exceeds the sequence length {Tt}")
+    dvalid, dlo, dhi, has_d = _pad_table(mask.key_padding, B, Tt, dev)
+    if mask.kind == "encdec":
+        evalid, elo, ehi, has_e = _pad_table(mask.enc_padding, B, Ti, dev)
+    else:
+        evalid, elo, ehi, has_e = _pad_table(None, B, 0, dev)
+    if mask.kind == "prefix":
+        plen = mask.prefix_lengths.to(device=dev, dtype=torch.int32).reshape(B).contiguous()
+    else:
+        plen = torch.zeros(1, dtype=torch.int32, device=dev)
+    return _Prep(KIND_IDS[mask.kind], B, H, Tq, Ti, Tt, q_off, dvalid, dlo, dhi, evalid, elo, ehi, plen,
+                 has_d, has_e)
+
+
+def _dot_precision(dtype: torch.dtype, interpret: bool) -> str:
+    if dtype == torch.float32 and not interpret and torch.backends.cuda.matmul.allow_tf32:
+        return "tf32"
+    return "ieee"
+
+
+def _cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _s(t: Tensor):
+    return tuple(t.stride())
+
+
+# ---------------------------------------------------------------------------
+# launches
+# ---------------------------------------------------------------------------
+def _forward(K, v, v_enc, pr: _Prep, cfg: TransConfig, interpret: bool):
+    kn = _kernels(interpret)
+    B, H, Tq, Y = pr.B, pr.H, pr.Tq, pr.Y
+    ve = v_enc if v_enc is not None else v  # dummy pointer when not encdec
+    lse = torch.empty(B * H, Tq, device=K.device, dtype=torch.float32)
+    out = torch.empty(B, H, Tq, Y, device=K.device, dtype=K.dtype)
+    extra = {} if interpret else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    masks = (pr.dvalid, pr.evalid, pr.dlo, pr.dhi, pr.elo, pr.ehi, pr.plen)
+    consts = dict(KIND=pr.kind, HAS_DPAD=pr.has_dpad, HAS_EPAD=pr.has_epad)
+    kn._lse_kernel[(_cdiv(Tq, cfg.block_x), B * H)](
+        K, lse, *masks, *_s(K), H, Tq, pr.Ti, pr.Tt, pr.q_off,
+        BX=cfg.block_x, BA=cfg.block_a, **consts, **extra)
+    kn._fwd_kernel[(_cdiv(Tq, cfg.block_x) * _cdiv(Y, cfg.block_y), B * H)](
+        K, v, ve, out, lse, *masks, *_s(K), *_s(v), *_s(ve), *_s(out),
+        H, Tq, pr.Ti, pr.Tt, pr.q_off,
+        BX=cfg.block_x, BY=cfg.block_y, BA=cfg.block_a, DOT_PREC=_dot_precision(K.dtype, interpret),
+        **consts, **extra)
+    return out, lse
+
+
+def _backward(dout, K, v, v_enc, out, lse, pr: _Prep, cfg: TransConfig, interpret: bool,
+              need_k=True, need_v=True, need_ve=True):
+    kn = _kernels(interpret)
+    B, H, Tq, Y = pr.B, pr.H, pr.Tq, pr.Y
+    BX, BY, BA = cfg.bwd_block_x, cfg.bwd_block_y, cfg.bwd_block_a
+    extra = {} if interpret else dict(num_warps=cfg.bwd_num_warps, num_stages=cfg.bwd_num_stages)
+    masks = (pr.dvalid, pr.evalid, pr.dlo, pr.dhi, pr.elo, pr.ehi, pr.plen)
+    consts = dict(KIND=pr.kind, HAS_DPAD=pr.has_dpad, HAS_EPAD=pr.has_epad)
+    prec = _dot_precision(K.dtype, interpret)
+    dout = dout.to(K.dtype)
+    if dout.stride(-1) != 1:
+        dout = dout.contiguous()
+    ve = v_enc if v_enc is not None else v
+    dK = dv = dve = None
+    if need_k:
+        delta = torch.empty(B * H, Tq, device=K.device, dtype=torch.float32)
+        kn._delta_kernel[(_cdiv(Tq, BX), B * H)](
+            out, dout, delta, *_s(out), *_s(dout), H, Tq, Y, BX=BX, BY=BY, **extra)
+        dK = torch.empty_like(K)
+        segs = (0, 1) if pr.kind == 3 else (1,)
+        for seg in segs:
+            n_a = pr.Ti if seg == 0 else pr.Tt
+            if n_a == 0:
+                continue
+            kn._dk_kernel[(_cdiv(Tq, BX) * _cdiv(n_a, BA), B * H)](
+                K, v, ve, dout, lse, delta, dK, *masks,
+                *_s(K), *_s(v), *_s(ve), *_s(dout), *_s(dK),
+                H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=seg,
+                BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
+    if need_v:
+        dv = torch.empty_like(v)
+        kn._dv_kernel[(_cdiv(pr.Tt, BA) * _cdiv(Y, BY), B * H)](
+            K, dout, lse, dv, *masks, *_s(K), *_s(dout), *_s(dv),
+            H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=1,
+            BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
+    if need_ve and pr.kind == 3 and pr.Ti > 0:
+        dve = torch.empty_like(v_enc)
+        kn._dv_kernel[(_cdiv(pr.Ti, BA) * _cdiv(pr.Ti, BY), B * H)](
+            K, dout, lse, dve, *masks, *_s(K), *_s(dout), *_s(dve),
+            H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=0,
+            BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
+    elif need_ve and v_enc is not None:
+        dve = torch.zeros_like(v_enc)
+    return dK, dv, dve
+
+
+# ---------------------------------------------------------------------------
+# autotuning (CUDA only, opt-in)
+# ---------------------------------------------------------------------------
+_TUNED: Dict[tuple, TransConfig] = {}
+
+
+def _autotune_enabled() -> bool:
+    return os.environ.get("NESYSEQ_TRANS_AUTOTUNE", "0") == "1"
+
+
+def _pick_config(K, v, v_enc, pr: _Prep, interpret: bool, with_backward: bool) -> TransConfig:
+    base = default_config(K.dtype)
+    if interpret or not _autotune_enabled():
+        return base
+    key = (pr.kind, K.dtype, pr.B * pr.H, pr.Tq, pr.Ti, pr.Tt, with_backward)
+    if key in _TUNED:
+        return _TUNED[key]
+    best, best_t = base, float("inf")
+    for cfg in [base] + _AUTOTUNE_CANDIDATES:
+        try:
+            def run():
+                out, lse = _forward(K, v, v_enc, pr, cfg, False)
+                if with_backward:
+                    _backward(torch.ones_like(out), K, v, v_enc, out, lse, pr, cfg, False)
+            run()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(3):
+                run()
+            torch.cuda.synchronize()
+            t = time.perf_counter() - t0
+        except Exception:  # a config that does not fit (shared memory) is skipped
+            continue
+        if t < best_t:
+            best, best_t = cfg, t
+    _TUNED[key] = best
+    return best
+
+
+# ---------------------------------------------------------------------------
+# autograd
+# ---------------------------------------------------------------------------
+class TransFunction(torch.autograd.Function):
+    """Fused trans with Triton forward and backward.  apply(K, v, v_enc, mask, config)."""
+
+    @staticmethod
+    def forward(ctx, K, v, v_enc, mask, config):
+        interpret = _mode_for(K)
+        pr = _prepare(K, v, mask, v_enc)
+        needs_grad = any(ctx.needs_input_grad[:3])
+        cfg = config or _pick_config(K, v, v_enc, pr, interpret, needs_grad)
+        out, lse = _forward(K, v, v_enc, pr, cfg, interpret)
+        ctx.save_for_backward(K, v, v_enc if v_enc is not None else K.new_zeros(0), out, lse)
+        ctx.pr, ctx.cfg, ctx.interpret, ctx.has_ve = pr, cfg, interpret, v_enc is not None
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout):
+        K, v, v_enc, out, lse = ctx.saved_tensors
+        if not ctx.has_ve:
+            v_enc = None
+        nk, nv, nve = ctx.needs_input_grad[:3]
+        dK, dv, dve = _backward(dout, K, v, v_enc, out, lse, ctx.pr, ctx.cfg, ctx.interpret,
+                                need_k=nk, need_v=nv, need_ve=nve)
+        return dK, dv, dve, None, None
+
+
+def _check_inputs(K: Tensor, v: Tensor, v_enc: Optional[Tensor]):
+    if K.dtype not in SUPPORTED_DTYPES:
+        raise TransKernelUnavailable(f"Triton trans supports fp32/fp16/bf16, got {K.dtype}")
+    if v.device != K.device or (v_enc is not None and v_enc.device != K.device):
+        raise ValueError("trans: K, v and v_enc must be on one device")
+
+
+def trans_triton(K: Tensor, v: Tensor, mask: Optional[TransMask] = None, v_enc: Optional[Tensor] = None,
+                 config: Optional[TransConfig] = None) -> Tensor:
+    """Triton trans with the reference's signature; see ``triton_kernels.reference``.
+
+    v and v_enc are cast to K's dtype (the output dtype).  Inputs whose last
+    dimension is not contiguous are copied first (the kernels read rows).
+    """
+    mask = mask or TransMask()
+    _check_inputs(K, v, v_enc)
+    _mode_for(K)  # clear error before any work
+    if v.dtype != K.dtype:
+        v = v.to(K.dtype)
+    if v_enc is not None and v_enc.dtype != K.dtype:
+        v_enc = v_enc.to(K.dtype)
+    if K.stride(-1) != 1:
+        K = K.contiguous()
+    if v.stride(-1) != 1:
+        v = v.contiguous()
+    if v_enc is not None and v_enc.stride(-1) != 1:
+        v_enc = v_enc.contiguous()
+    if mask.kind != "encdec":
+        v_enc = None
+    return TransFunction.apply(K, v, v_enc, mask, config)
