@@ -14,7 +14,6 @@ Architectures:
     transformer_math      the same with r ≡ 1 everywhere (the fair baseline)
     tp_transformer_tiny / transformer_math_tiny   small presets for CPU tests
 """
-from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -203,7 +202,7 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         x = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
         if not features_only:
             x = self.output_layer(x)
-        return x, {}
+        return x, {"attn": [None], "inner_states": None}
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
         positions = positions_from_padding(prev_output_tokens, self.padding_idx)

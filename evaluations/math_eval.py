@@ -1,0 +1,286 @@
+"""``nesyseq evaluate math``: exact-match accuracy per Mathematics Dataset module.
+
+Decoding is the stock ``fairseq-generate`` (greedy unless ``--beam`` > 1) on
+the ``test`` (interpolate) and ``test1`` (extrapolate) subsets that
+``nesyseq prepare math`` binarizes.  An answer counts only if every character
+matches (the paper's metric).  Reported, as in the paper's Table 1:
+
+    per module    n, correct, accuracy                        (results.csv, results.md)
+    per split     mean accuracy over modules, modules > 95%   (summary.json, results.md)
+    per module    bar chart like the paper's Fig. 2           (accuracy_<split>.png)
+
+Checkpoint selection never looks at these sets: fairseq-train selects on the
+``valid`` split that ``prepare math`` holds out of train.
+"""
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections import OrderedDict, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from nesyseq_cli.errors import UserError
+
+SPACE = "\u2581"  # the visible placeholder for a space in the character vocabulary
+SUBSETS = OrderedDict([("test", "interpolate"), ("test1", "extrapolate")])
+USER_DIR = Path(__file__).resolve().parents[1] / "user_dir"
+
+
+def detokenize(line: str) -> str:
+    """'1 2 ▁ + ▁ 3' -> '12 + 3'  (characters are space-separated, ▁ is a space)."""
+    return "".join(line.split(" ")).replace(SPACE, " ")
+
+
+@dataclass
+class ModuleScore:
+    module: str
+    n: int = 0
+    correct: int = 0
+    unk_targets: int = 0  # references that contain <unk> can never be matched
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.n if self.n else 0.0
+
+
+@dataclass
+class SplitScore:
+    split: str
+    modules: Dict[str, ModuleScore] = field(default_factory=dict)
+
+    @property
+    def mean_accuracy(self) -> float:
+        accs = [m.accuracy for m in self.modules.values()]
+        return sum(accs) / len(accs) if accs else 0.0
+
+    @property
+    def above_95(self) -> int:
+        return sum(m.accuracy > 0.95 for m in self.modules.values())
+
+    @property
+    def n(self) -> int:
+        return sum(m.n for m in self.modules.values())
+
+
+def read_generate_output(path: Path) -> Dict[int, Dict[str, str]]:
+    """Parse fairseq-generate's S-/T-/H- lines into {id: {'S':…, 'T':…, 'H':…}}."""
+    out: Dict[int, Dict[str, str]] = defaultdict(dict)
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            tag, _, rest = line.rstrip("\n").partition("-")
+            if tag not in ("S", "T", "H") or "\t" not in rest:
+                continue
+            ident, _, payload = rest.partition("\t")
+            if not ident.isdigit():
+                continue
+            if tag == "H":
+                _score, _, payload = payload.partition("\t")
+            if tag in out[int(ident)]:
+                if tag == "H":  # --nbest > 1: keep the best (first) hypothesis
+                    continue
+                raise UserError(f"{path}:{lineno}: duplicate {tag}-{ident} line")
+            out[int(ident)][tag] = payload
+    return dict(out)
+
+
+def read_modules(path: Path) -> List[str]:
+    if not path.exists():
+        raise UserError(f"{path}: missing; it maps every test example to its module "
+                        "(written by 'nesyseq prepare math')")
+    with open(path, encoding="utf-8") as f:
+        modules = [line.strip() for line in f]
+    for i, m in enumerate(modules, 1):
+        if not m:
+            raise UserError(f"{path}:{i}: empty module name")
+    return modules
+
+
+def score(generate_file: Path, modules_file: Path, split: str) -> SplitScore:
+    """Exact match per module, checking that every example was decoded once."""
+    records = read_generate_output(generate_file)
+    modules = read_modules(modules_file)
+    missing = [i for i in range(len(modules)) if "H" not in records.get(i, {})]
+    extra = [i for i in records if i >= len(modules)]
+    if missing or extra:
+        raise UserError(
+            f"{generate_file}: {len(records)} decoded examples for {len(modules)} lines of "
+            f"{modules_file} (missing ids {missing[:5]}, unknown ids {extra[:5]}); "
+            "the hypotheses do not cover the test set")
+    result = SplitScore(split)
+    for i, module in enumerate(modules):
+        rec = records[i]
+        ms = result.modules.setdefault(module, ModuleScore(module))
+        ms.n += 1
+        if "<unk>" in rec["T"].split(" "):
+            ms.unk_targets += 1
+        elif detokenize(rec["H"]) == detokenize(rec["T"]):
+            ms.correct += 1
+    result.modules = dict(sorted(result.modules.items()))
+    return result
+
+
+def run_generate(checkpoint: Path, data: Path, subset: str, out_dir: Path, beam: int,
+                 batch_size: int, cpu: bool, extra_args: Optional[List[str]] = None) -> Path:
+    """Decode ``subset`` with the stock fairseq-generate; returns generate-<subset>.txt."""
+    exe = Path(sys.executable).parent / "fairseq-generate"
+    cmd = [
+        str(exe) if exe.exists() else "fairseq-generate", str(data),
+        "--user-dir", str(USER_DIR), "--task", "translation", "-s", "src", "-t", "tgt",
+        "--path", str(checkpoint), "--gen-subset", subset,
+        "--beam", str(beam), "--nbest", "1", "--batch-size", str(batch_size),
+        # fairseq drops the remainder batch when batch sizes must be multiples of 8
+        "--required-batch-size-multiple", "1",
+        "--max-len-a", "0", "--max-len-b", "64",
+        "--results-path", str(out_dir),
+    ]
+    if cpu:
+        cmd.append("--cpu")
+    cmd += list(extra_args or [])
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = out_dir / f"generate-{subset}.log"
+    log.write_text(proc.stdout)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
+        raise UserError(f"fairseq-generate failed on subset {subset} (log: {log}):\n{tail}")
+    return out_dir / f"generate-{subset}.txt"
+
+
+def write_reports(scores: List[SplitScore], out_dir: Path, title: str = "") -> Dict[str, Path]:
+    """results.csv, results.md, summary.json and one bar chart per split."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+
+    rows = [(s.split, m.module, m.n, m.correct, m.accuracy, m.unk_targets)
+            for s in scores for m in s.modules.values()]
+    tmp = out_dir / "results.csv.tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["split", "module", "n", "correct", "accuracy", "unk_targets"])
+        for split, module, n, correct, acc, unk in rows:
+            w.writerow([split, module, n, correct, f"{acc:.4f}", unk])
+    os.replace(tmp, out_dir / "results.csv")
+    paths["csv"] = out_dir / "results.csv"
+
+    summary = {s.split: {"modules": len(s.modules), "examples": s.n,
+                         "mean_accuracy": s.mean_accuracy, "modules_above_95": s.above_95}
+               for s in scores}
+    _atomic_write(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    paths["summary"] = out_dir / "summary.json"
+
+    _atomic_write(out_dir / "results.md", markdown_table(scores, title))
+    paths["markdown"] = out_dir / "results.md"
+
+    for s in scores:
+        if s.modules:
+            png = out_dir / f"accuracy_{s.split}.png"
+            bar_chart(s, png, title)
+            paths[f"png_{s.split}"] = png
+    return paths
+
+
+def markdown_table(scores: List[SplitScore], title: str = "") -> str:
+    lines = []
+    if title:
+        lines += [f"# {title}", ""]
+    lines += ["| split | modules | examples | mean accuracy | modules > 95% |",
+              "|---|---:|---:|---:|---:|"]
+    for s in scores:
+        lines.append(f"| {s.split} | {len(s.modules)} | {s.n} | {100 * s.mean_accuracy:.2f}% | "
+                     f"{s.above_95} |")
+    lines += ["", "| split | module | n | correct | accuracy |", "|---|---|---:|---:|---:|"]
+    for s in scores:
+        for m in s.modules.values():
+            lines.append(f"| {s.split} | {m.module} | {m.n} | {m.correct} | {100 * m.accuracy:.2f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def bar_chart(s: SplitScore, path: Path, title: str = "") -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(s.modules)
+    accs = [100 * s.modules[n].accuracy for n in names]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(names) + 1.5), 4.5))
+    ax.bar(range(len(names)), accs, color="#3b75af")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=75, ha="right", fontsize=7)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("exact-match accuracy (%)")
+    ax.axhline(95, color="grey", lw=0.8, ls="--")
+    ax.set_title(f"{title} {s.split}: mean {100 * s.mean_accuracy:.1f}%, "
+                 f"{s.above_95} modules > 95%".strip(), fontsize=9)
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def evaluate_math(checkpoint, data, out_dir=None, beam: int = 1, batch_size: int = 128,
+                  cpu: Optional[bool] = None, subsets=("test", "test1"), title: str = ""):
+    """Decode and score; returns (list of SplitScore, dict of report paths)."""
+    checkpoint, data = Path(checkpoint).resolve(), Path(data).resolve()
+    if not checkpoint.is_file():
+        raise UserError(f"--checkpoint {checkpoint}: no such file")
+    if not (data / "dict.src.txt").is_file():
+        raise UserError(f"--data {data}: not a binarized directory (no dict.src.txt); "
+                        "pass the bin/ folder written by 'nesyseq prepare math'")
+    out_dir = Path(out_dir).resolve() if out_dir else checkpoint.parent / f"eval_{checkpoint.stem}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if cpu is None:
+        import torch
+        cpu = not torch.cuda.is_available()
+    scores = []
+    for subset in subsets:
+        if subset not in SUBSETS:
+            raise UserError(f"--subsets: unknown subset {subset!r}; valid: {', '.join(SUBSETS)}")
+        if not (data / f"{subset}.src-tgt.src.idx").is_file():
+            if subset == "test":
+                raise UserError(f"{data}/{subset}.src-tgt.src.idx: missing interpolate test set")
+            continue  # no extrapolate modules were selected
+        gen = run_generate(checkpoint, data, subset, out_dir, beam, batch_size, cpu)
+        scores.append(score(gen, data / f"{subset}.modules", SUBSETS[subset]))
+    paths = write_reports(scores, out_dir, title)
+    return scores, paths
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt) to decode with")
+    parser.add_argument("--data", required=True,
+                        help="binarized data directory (DIR/bin from 'nesyseq prepare math')")
+    parser.add_argument("--out", default=None,
+                        help="where to write results.md/.csv, summary.json and PNGs "
+                             "(default: eval_<checkpoint name>/ beside the checkpoint)")
+    parser.add_argument("--beam", type=int, default=1, help="beam size; 1 is greedy decoding (the paper)")
+    parser.add_argument("--batch-size", type=int, default=128, help="sentences per decoding batch")
+    parser.add_argument("--subsets", default="test,test1",
+                        help="comma-separated: test (interpolate), test1 (extrapolate)")
+    parser.add_argument("--cpu", action="store_true", help="decode on CPU even when CUDA is present")
+    parser.add_argument("--title", default="", help="title for the table and the charts")
+
+
+def run(args) -> int:
+    if args.beam < 1:
+        raise UserError(f"--beam {args.beam}: must be >= 1")
+    scores, paths = evaluate_math(args.checkpoint, args.data, args.out, beam=args.beam,
+                                  batch_size=args.batch_size, cpu=True if args.cpu else None,
+                                  subsets=[s for s in args.subsets.split(",") if s],
+                                  title=args.title)
+    print(paths["markdown"].read_text())
+    for key, p in paths.items():
+        print(f"{key:>16}: {p}")
+    return 0
