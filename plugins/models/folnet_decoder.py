@@ -138,9 +138,11 @@ class FolnetDecoder(FairseqIncrementalDecoder):
                 new_state["prefix_lengths"] = prefix_lengths
             self._store_caches(new_state, caches)
             self.set_incremental_state(incremental_state, STATE_KEY, new_state)
+        extra = {"inner_states": hiddens, "binary_atoms": u2, "attn": [None]}
         if state is None and P:
+            extra["prefix_features"] = u1[:, :P]
             u1 = u1[:, P:]  # outputs for the target positions only
-        return u1, {"inner_states": hiddens, "binary_atoms": u2, "attn": [None]}
+        return u1, extra
 
     def reorder_incremental_state(self, incremental_state, new_order):
         state = self.get_incremental_state(incremental_state, STATE_KEY)
