@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import pytest
 import torch
 
 import plugins  # noqa: F401  (registers the models)
@@ -39,3 +40,12 @@ def build(arch: str, dictionary=None, **overrides):
 
 def random_tokens(d, B, T, gen=None):
     return torch.randint(d.nspecial, len(d), (B, T), generator=gen)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_thread():
+    """Tiny models run ~100x faster single-threaded on a busy 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

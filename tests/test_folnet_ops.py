@@ -4,6 +4,8 @@ import math
 import pytest
 import torch
 
+from folnet_helpers import single_thread  # noqa: F401
+
 from plugins.layers.folnet_masks import encdec_mask, self_mask
 from plugins.layers.folnet_ops import Assoc, Cjoin, Join, Mu, Prod, Trans, parse_ops
 from triton_kernels import allowed_masks

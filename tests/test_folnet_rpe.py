@@ -1,6 +1,8 @@
 """Relative-distance ids against a hand-computed table, and segment detection."""
 import torch
 
+from folnet_helpers import single_thread  # noqa: F401
+
 from plugins.layers.folnet_masks import real_positions
 from plugins.layers.folnet_rpe import num_distance_ids, relative_distance_ids, segments_from_separators
 
