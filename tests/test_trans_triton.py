@@ -31,8 +31,8 @@ IN_PROCESS = tt.triton_available() and tt.interpreter_usable()
 needs_interp = pytest.mark.skipif(
     not IN_PROCESS, reason="triton was imported before TRITON_INTERPRET=1; covered by the subprocess test")
 
-CFG = TransConfig(block_x=16, block_y=16, block_a=16, bwd_block_x=16, bwd_block_y=16, bwd_block_a=16)
-CFG_RECT = TransConfig(block_x=16, block_y=32, block_a=16, bwd_block_x=32, bwd_block_y=16, bwd_block_a=16)
+CFG = TransConfig.uniform(16)
+CFG_RECT = TransConfig.uniform(16, block_y=32, lse_block_a=32, dk_block_x=32, dv_block_y=32, dv_block_x=32)
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float16: dict(rtol=2e-2, atol=4e-3)}
 

@@ -112,7 +112,7 @@ def _lse_kernel(K, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
     offs_x = xb * BX + tl.arange(0, BX)                       # (BX,)
     x_abs = offs_x + q_off
     x_ok = (offs_x < Tq) & _valid(DVALID, b, x_abs, Tt, HAS_DPAD)
-    K_rows = K + b.to(tl.int64) * sKb + h.to(tl.int64) * sKh + offs_x[:, None].to(tl.int64) * sKx
+    K_rows = K + b.to(tl.int64) * sKb + h.to(tl.int64) * sKh + offs_x[:, None] * sKx
 
     P = _prefix_len(PLEN, b, KIND)
     dlo, dhi = _bounds(DLO, DHI, b, Tt, HAS_DPAD)
@@ -189,7 +189,7 @@ def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
     else:
         y_ok = _valid(DVALID, b, offs_y, Tt, HAS_DPAD)
 
-    K_rows = K + b64 * sKb + h64 * sKh + offs_x[:, None].to(tl.int64) * sKx     # (BX, 1)
+    K_rows = K + b64 * sKb + h64 * sKh + offs_x[:, None] * sKx     # (BX, 1)
     V_cols = V + b64 * sVb + h64 * sVh + offs_y[None, :] * sVy                   # (1, BY)
     lse = tl.load(LSE + bh * Tq + offs_x, mask=offs_x < Tq, other=0.0)
 
@@ -246,7 +246,7 @@ def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
         vt = tl.load(V_cols + offs_j[:, None] * sVa, mask=vok, other=0.0)         # (BA, BY)
         acc = tl.dot(p.to(vt.dtype), vt, acc, input_precision=DOT_PREC)
 
-    O_ptrs = O + b64 * sOb + h64 * sOh + offs_x[:, None].to(tl.int64) * sOx + offs_y[None, :] * sOy
+    O_ptrs = O + b64 * sOb + h64 * sOh + offs_x[:, None] * sOx + offs_y[None, :] * sOy
     tl.store(O_ptrs, acc.to(O.dtype.element_ty), mask=(offs_x < Tq)[:, None] & (offs_y < Y)[None, :])
 
 
@@ -264,7 +264,7 @@ def _delta_kernel(O, DO, DELTA,
     b64 = (bh // H).to(tl.int64)
     h64 = (bh % H).to(tl.int64)
     offs_x = xb * BX + tl.arange(0, BX)
-    row = offs_x[:, None].to(tl.int64)
+    row = offs_x[:, None]
     d = tl.zeros([BX], tl.float32)
     for y0 in range(0, Y, BY):
         offs_y = y0 + tl.arange(0, BY)
@@ -320,7 +320,7 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
     a_first = ab * BA
     a_last = tl.minimum(a_first + BA, n_a) - 1
     live = (x_last >= dlo) & (x_first < dhi)
-    DO_rows = DO + b64 * sGb + h64 * sGh + offs_x[:, None].to(tl.int64) * sGx   # (BX, 1)
+    DO_rows = DO + b64 * sGb + h64 * sGh + offs_x[:, None] * sGx   # (BX, 1)
 
     dp = tl.zeros([BX, BA], tl.float32)
     if SEG == 0:
@@ -382,11 +382,11 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
                 dp = tl.dot(g, tl.trans(vt), dp, input_precision=DOT_PREC)
 
     # kok is all False on a tile that is not live, so no K traffic there
-    K_rows = K + b64 * sKb + h64 * sKh + offs_x[:, None].to(tl.int64) * sKx
+    K_rows = K + b64 * sKb + h64 * sKh + offs_x[:, None] * sKx
     k = tl.load(K_rows + col[None, :] * sKa, mask=kok, other=float("-inf")).to(tl.float32)
     p = tl.exp2(k * LOG2E - lse[:, None])
     dk = p * (dp - delta[:, None])
-    DK_ptrs = DK + b64 * sDb + h64 * sDh + offs_x[:, None].to(tl.int64) * sDx + col[None, :] * sDa
+    DK_ptrs = DK + b64 * sDb + h64 * sDh + offs_x[:, None] * sDx + col[None, :] * sDa
     tl.store(DK_ptrs, dk.to(DK.dtype.element_ty), mask=(offs_x < Tq)[:, None] & (offs_a < n_a)[None, :])
 
 
@@ -479,10 +479,10 @@ def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
             kok = x_ok[:, None] & a_ok[None, :]
         else:
             kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, KIND)
-        k = tl.load(K_cols + offs_x[:, None].to(tl.int64) * sKx, mask=kok, other=float("-inf")).to(tl.float32)
+        k = tl.load(K_cols + offs_x[:, None] * sKx, mask=kok, other=float("-inf")).to(tl.float32)
         lse = tl.load(LSE + bh * Tq + offs_x, mask=offs_x < Tq, other=0.0)
         p = tl.exp2(k * LOG2E - lse[:, None])                                     # (BX, BA)
-        g = tl.load(DO_cols + offs_x[:, None].to(tl.int64) * sGx, mask=x_ok[:, None] & y_ok[None, :], other=0.0)
+        g = tl.load(DO_cols + offs_x[:, None] * sGx, mask=x_ok[:, None] & y_ok[None, :], other=0.0)
         acc = tl.dot(tl.trans(p.to(g.dtype)), g, acc, input_precision=DOT_PREC)   # (BA, BY)
 
     dv = tl.where(vok, acc, 0.0)

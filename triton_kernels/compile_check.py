@@ -60,22 +60,19 @@ def compile_kernel(name: str, dtype: str, constexprs: Dict[str, object], arch: i
 
 
 def ptxas_report(kernel, arch: int = 90) -> str:
-    """'registers N, spill stores S, smem B' from ptxas -v on the kernel's PTX."""
-    from triton.backends.nvidia.compiler import get_ptxas
+    """Registers, stack (spills) and shared memory of the cubin Triton built."""
+    import triton.backends.nvidia as nv
 
-    ptx = kernel.asm["ptx"]
-    ptxas = get_ptxas(arch).path
+    cuobjdump = os.path.join(os.path.dirname(nv.__file__), "bin", "cuobjdump")
     with tempfile.TemporaryDirectory() as d:
-        p = os.path.join(d, "k.ptx")
-        with open(p, "w") as f:
-            f.write(ptx)
-        r = subprocess.run([ptxas, "-v", f"--gpu-name=sm_{arch}a", p, "-o", os.path.join(d, "k.cubin")],
-                           capture_output=True, text=True)
-    text = r.stdout + r.stderr
-    regs = re.search(r"Used (\d+) registers", text)
-    spill = re.search(r"(\d+) bytes spill stores", text)
-    return (f"registers {regs.group(1) if regs else '?'}, spill stores {spill.group(1) if spill else '?'} B, "
-            f"triton smem {kernel.metadata.shared} B")
+        p = os.path.join(d, "k.cubin")
+        with open(p, "wb") as f:
+            f.write(kernel.asm["cubin"])
+        r = subprocess.run([cuobjdump, "--dump-resource-usage", p], capture_output=True, text=True)
+    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", r.stdout)
+    if not m:
+        return "resource usage unavailable"
+    return f"REG {m.group(1)}, STACK {m.group(2)} B, SHARED {m.group(3)} B, LOCAL {m.group(4)} B"
 
 
 def variants(quick: bool) -> List[tuple]:
@@ -89,20 +86,27 @@ def variants(quick: bool) -> List[tuple]:
     dtypes = ["fp16"] if quick else ["fp16", "bf16", "fp32"]
     for dtype in dtypes:
         import torch
-        cfg = default_config({"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype])
+        cfg = default_config(T=1024, dtype={"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype])
         prec = "ieee" if dtype != "fp32" else "tf32"
         for kind, dpad, epad in kinds:
             m = dict(KIND=kind, HAS_DPAD=dpad, HAS_EPAD=epad)
-            fw = (cfg.num_warps, cfg.num_stages)
-            bw = (cfg.bwd_num_warps, cfg.bwd_num_stages)
-            out.append(("_lse_kernel", dtype, dict(m, BX=cfg.block_x, BA=cfg.block_a), *fw))
+            out.append(("_lse_kernel", dtype, dict(m, BX=cfg.lse_block_x, BA=cfg.lse_block_a), 4, 1))
             out.append(("_fwd_kernel", dtype, dict(m, BX=cfg.block_x, BY=cfg.block_y, BA=cfg.block_a,
-                                                   DOT_PREC=prec), *fw))
-            bwd = dict(m, BX=cfg.bwd_block_x, BY=cfg.bwd_block_y, BA=cfg.bwd_block_a, DOT_PREC=prec)
+                                                   DOT_PREC=prec), cfg.num_warps, cfg.num_stages))
             for seg in ((0, 1) if kind == 3 else (1,)):
-                out.append(("_dk_kernel", dtype, dict(bwd, SEG=seg), *bw))
-                out.append(("_dv_kernel", dtype, dict(bwd, SEG=seg), *bw))
-        out.append(("_delta_kernel", dtype, dict(BX=cfg.bwd_block_x, BY=cfg.bwd_block_y), cfg.bwd_num_warps, 1))
+                out.append(("_dk_kernel", dtype, dict(m, SEG=seg, BX=cfg.dk_block_x, BY=cfg.dk_block_y,
+                                                      BA=cfg.dk_block_a, DOT_PREC=prec),
+                            cfg.dk_num_warps, cfg.dk_num_stages))
+                out.append(("_dv_kernel", dtype, dict(m, SEG=seg, BX=cfg.dv_block_x, BY=cfg.dv_block_y,
+                                                      BA=cfg.dv_block_a, DOT_PREC=prec),
+                            cfg.dv_num_warps, cfg.dv_num_stages))
+        if dtype != "fp32" and not quick:  # the smaller forward tiles used below T = 512
+            small = default_config(torch.float16, T=256)
+            for kind, dpad, epad in kinds:
+                out.append(("_fwd_kernel", dtype, dict(KIND=kind, HAS_DPAD=dpad, HAS_EPAD=epad, BX=small.block_x,
+                                                       BY=small.block_y, BA=small.block_a, DOT_PREC=prec),
+                            small.num_warps, small.num_stages))
+        out.append(("_delta_kernel", dtype, dict(BX=32, BY=64), 4, 1))
     return out
 
 

@@ -44,36 +44,63 @@ class TransKernelUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class TransConfig:
-    """Tile sizes: BX rows x, BY premise/output columns y, BA reduced columns a."""
+    """Tile sizes and launch settings, per kernel.
+
+    Forward: BX rows x, BY output/premise columns y, BA reduced columns a.
+    lse (pass 1): BX x BA tiles.  dK: (BX, BA) tiles looping over y in BY steps.
+    dV: (BA, BY) tiles looping over x in BX steps.  All tile sizes are powers
+    of two >= 16 (tl.dot).
+    """
 
     block_x: int = 64
     block_y: int = 64
     block_a: int = 64
     num_warps: int = 4
-    num_stages: int = 2
-    # backward tiles (dK: BX x BA with a y loop; dV: BA x BY with an x loop)
-    bwd_block_x: int = 64
-    bwd_block_y: int = 64
-    bwd_block_a: int = 64
-    bwd_num_warps: int = 4
-    bwd_num_stages: int = 2
+    num_stages: int = 3
+    lse_block_x: int = 32
+    lse_block_a: int = 64
+    dk_block_x: int = 64
+    dk_block_y: int = 64
+    dk_block_a: int = 64
+    dk_num_warps: int = 8
+    dk_num_stages: int = 2
+    dv_block_x: int = 64
+    dv_block_y: int = 128
+    dv_block_a: int = 64
+    dv_num_warps: int = 8
+    dv_num_stages: int = 2
+
+    @classmethod
+    def uniform(cls, block: int, **kw) -> "TransConfig":
+        """Every tile side = ``block`` (tests use 16 for many ragged tiles)."""
+        sides = {f: block for f in ("block_x", "block_y", "block_a", "lse_block_x", "lse_block_a",
+                                     "dk_block_x", "dk_block_y", "dk_block_a",
+                                     "dv_block_x", "dv_block_y", "dv_block_a")}
+        sides.update(kw)
+        return cls(**sides)
 
 
-def default_config(dtype: torch.dtype) -> TransConfig:
+def default_config(dtype: torch.dtype, T: int = 1024) -> TransConfig:
+    """Fixed choice per dtype and size.  Chosen so that every kernel compiles for
+    sm_90 without register spills (``python -m triton_kernels.compile_check``);
+    not tuned on a device yet."""
     if dtype == torch.float32:
-        return TransConfig(block_x=64, block_y=64, block_a=32, num_stages=2,
-                           bwd_block_x=64, bwd_block_y=32, bwd_block_a=64, bwd_num_stages=1)
-    return TransConfig(block_x=64, block_y=64, block_a=64, num_stages=3,
-                       bwd_block_x=64, bwd_block_y=64, bwd_block_a=64, bwd_num_stages=2)
+        return TransConfig(block_x=64, block_y=64, block_a=32, num_warps=8, num_stages=2,
+                           dk_block_x=64, dk_block_y=32, dk_block_a=64, dk_num_warps=8, dk_num_stages=1,
+                           dv_block_x=32, dv_block_y=64, dv_block_a=64, dv_num_warps=8, dv_num_stages=1)
+    if T >= 512:
+        return TransConfig(block_x=128, block_y=128, block_a=32, num_warps=8, num_stages=3)
+    return TransConfig()
 
 
 _AUTOTUNE_CANDIDATES = [
     TransConfig(),
+    TransConfig(block_x=128, block_y=128, block_a=32, num_warps=8, num_stages=3),
     TransConfig(block_x=128, block_y=64, block_a=64, num_warps=8, num_stages=3),
-    TransConfig(block_x=64, block_y=128, block_a=32, num_warps=4, num_stages=3),
-    TransConfig(block_x=128, block_y=128, block_a=32, num_warps=8, num_stages=2),
-    TransConfig(block_x=64, block_y=64, block_a=64, num_warps=4, num_stages=3,
-                bwd_block_x=128, bwd_block_a=64, bwd_block_y=64, bwd_num_warps=8),
+    TransConfig(block_x=64, block_y=128, block_a=32, num_warps=4, num_stages=3,
+                dv_block_y=64, dv_block_a=128),
+    TransConfig(block_x=128, block_y=128, block_a=32, num_warps=8, num_stages=4,
+                dk_block_x=128, dk_num_stages=1),
 ]
 
 
@@ -261,9 +288,10 @@ def _forward(K, v, v_enc, pr: _Prep, cfg: TransConfig, interpret: bool):
     extra = {} if interpret else dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     masks = (pr.dvalid, pr.evalid, pr.dlo, pr.dhi, pr.elo, pr.ehi, pr.plen)
     consts = dict(KIND=pr.kind, HAS_DPAD=pr.has_dpad, HAS_EPAD=pr.has_epad)
-    kn._lse_kernel[(_cdiv(Tq, cfg.block_x), B * H)](
+    lse_extra = {} if interpret else dict(num_warps=4, num_stages=1)
+    kn._lse_kernel[(_cdiv(Tq, cfg.lse_block_x), B * H)](
         K, lse, *masks, *_s(K), H, Tq, pr.Ti, pr.Tt, pr.q_off,
-        BX=cfg.block_x, BA=cfg.block_a, **consts, **extra)
+        BX=cfg.lse_block_x, BA=cfg.lse_block_a, **consts, **lse_extra)
     kn._fwd_kernel[(_cdiv(Tq, cfg.block_x) * _cdiv(Y, cfg.block_y), B * H)](
         K, v, ve, out, lse, *masks, *_s(K), *_s(v), *_s(ve), *_s(out),
         H, Tq, pr.Ti, pr.Tt, pr.q_off,
@@ -276,8 +304,6 @@ def _backward(dout, K, v, v_enc, out, lse, pr: _Prep, cfg: TransConfig, interpre
               need_k=True, need_v=True, need_ve=True):
     kn = _kernels(interpret)
     B, H, Tq, Y = pr.B, pr.H, pr.Tq, pr.Y
-    BX, BY, BA = cfg.bwd_block_x, cfg.bwd_block_y, cfg.bwd_block_a
-    extra = {} if interpret else dict(num_warps=cfg.bwd_num_warps, num_stages=cfg.bwd_num_stages)
     masks = (pr.dvalid, pr.evalid, pr.dlo, pr.dhi, pr.elo, pr.ehi, pr.plen)
     consts = dict(KIND=pr.kind, HAS_DPAD=pr.has_dpad, HAS_EPAD=pr.has_epad)
     prec = _dot_precision(K.dtype, interpret)
@@ -287,9 +313,12 @@ def _backward(dout, K, v, v_enc, out, lse, pr: _Prep, cfg: TransConfig, interpre
     ve = v_enc if v_enc is not None else v
     dK = dv = dve = None
     if need_k:
+        BX, BY, BA = cfg.dk_block_x, cfg.dk_block_y, cfg.dk_block_a
+        extra = {} if interpret else dict(num_warps=cfg.dk_num_warps, num_stages=cfg.dk_num_stages)
         delta = torch.empty(B * H, Tq, device=K.device, dtype=torch.float32)
-        kn._delta_kernel[(_cdiv(Tq, BX), B * H)](
-            out, dout, delta, *_s(out), *_s(dout), H, Tq, Y, BX=BX, BY=BY, **extra)
+        kn._delta_kernel[(_cdiv(Tq, 32), B * H)](
+            out, dout, delta, *_s(out), *_s(dout), H, Tq, Y, BX=32, BY=64,
+            **({} if interpret else dict(num_warps=4, num_stages=1)))
         dK = torch.empty_like(K)
         segs = (0, 1) if pr.kind == 3 else (1,)
         for seg in segs:
@@ -301,6 +330,8 @@ def _backward(dout, K, v, v_enc, out, lse, pr: _Prep, cfg: TransConfig, interpre
                 *_s(K), *_s(v), *_s(ve), *_s(dout), *_s(dK),
                 H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=seg,
                 BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
+    BX, BY, BA = cfg.dv_block_x, cfg.dv_block_y, cfg.dv_block_a
+    extra = {} if interpret else dict(num_warps=cfg.dv_num_warps, num_stages=cfg.dv_num_stages)
     if need_v:
         dv = torch.empty_like(v)
         kn._dv_kernel[(_cdiv(pr.Tt, BA) * _cdiv(Y, BY), B * H)](
@@ -329,7 +360,7 @@ def _autotune_enabled() -> bool:
 
 
 def _pick_config(K, v, v_enc, pr: _Prep, interpret: bool, with_backward: bool) -> TransConfig:
-    base = default_config(K.dtype)
+    base = default_config(K.dtype, pr.Ti + pr.Tt)
     if interpret or not _autotune_enabled():
         return base
     key = (pr.kind, K.dtype, pr.B * pr.H, pr.Tq, pr.Ti, pr.Tt, with_backward)
