@@ -54,7 +54,7 @@ class TransConfig:
 
     block_x: int = 64
     block_y: int = 64
-    block_a: int = 64
+    block_a: int = 32
     num_warps: int = 4
     num_stages: int = 3
     lse_block_x: int = 32
