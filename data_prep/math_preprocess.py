@@ -391,7 +391,7 @@ def preprocess_math(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
         stats["unk"] = {}
         for subset in ("test", "test1"):
             stats["unk"][subset] = _count_unk(vocab, test_examples[subset])
-        stats["unk"]["valid"] = _count_unk_text(vocab, text_tmp / "valid")
+        stats["unk"]["valid"] = _count_unk_text(vocab, text_tmp / "valid", out_dir / "text" / "valid")
         for subset in ["valid"] + test_subsets:
             shutil.copyfile(text_tmp / f"{subset}.modules", bin_tmp / f"{subset}.modules")
         atomic_write_bytes(str(bin_tmp / STATS_FILE),
@@ -438,7 +438,7 @@ def _count_unk(vocab, examples) -> dict:
     return {"chars": chars, "examples": examples_hit, "first": first, "by_module": by_module}
 
 
-def _count_unk_text(vocab, prefix: pathlib.Path) -> dict:
+def _count_unk_text(vocab, prefix: pathlib.Path, shown: pathlib.Path) -> dict:
     """Like :func:`_count_unk` for an already tokenized subset (valid)."""
     chars = examples_hit = 0
     first = None
@@ -451,7 +451,7 @@ def _count_unk_text(vocab, prefix: pathlib.Path) -> dict:
                     chars += hit
                     examples_hit += 1
                     if first is None:
-                        first = f"text/{os.path.basename(path)}:{n}"
+                        first = f"{shown}.{ext}:{n}"
     return {"chars": chars, "examples": examples_hit, "first": first}
 
 
