@@ -140,7 +140,10 @@ def run_generate(checkpoint: Path, data: Path, subset: str, out_dir: Path, beam:
     if cpu:
         cmd.append("--cpu")
     cmd += list(extra_args or [])
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = dict(os.environ)
+    if cpu:  # decoding a small model on CPU: extra intra-op threads only spin
+        env.setdefault("OMP_NUM_THREADS", "1")
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     log = out_dir / f"generate-{subset}.log"
     log.write_text(proc.stdout)
     if proc.returncode != 0:

@@ -11,6 +11,7 @@
 Every number is computed in this run; the checkpoint folder is cleared first.
 """
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="interpolate / extrapolate problems per module")
     parser.add_argument("--arch", default="tp_transformer_tiny",
                         help="model architecture (e.g. transformer_math_tiny for the baseline)")
-    parser.add_argument("--max-update", type=int, default=600, help="training updates")
+    parser.add_argument("--max-update", type=int, default=1500, help="training updates")
     parser.add_argument("--max-tokens", type=int, default=3000, help="tokens per batch")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
     parser.add_argument("--seed", type=int, default=1, help="seed for data generation and training")
@@ -86,9 +87,13 @@ def run(args) -> int:
     t1 = time.time()
     print(f"[2/3] fairseq-train --arch {args.arch} for {args.max_update} updates", flush=True)
     log = save_dir / "train.log"
+    # A tiny model gains nothing from intra-op threads; on a busy 2-core box
+    # they spin against each other and a step gets many times slower.
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
     with open(log, "w") as f:
         proc = subprocess.run(train_command(data, save_dir, args), stdout=f,
-                              stderr=subprocess.STDOUT, cwd=out)
+                              stderr=subprocess.STDOUT, cwd=out, env=env)
     if proc.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-8:])
         raise UserError(f"fairseq-train failed (log: {log}):\n{tail}")
