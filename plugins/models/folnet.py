@@ -8,7 +8,6 @@ tasks train it unchanged.  The input atoms are
 with the [CLS] ids for ``<s>`` at position 0 and the cross-segment id between
 the two sentences of a RoBERTa pair ``<s> A </s> </s> B </s>``.
 """
-from __future__ import annotations
 
 import logging
 import math

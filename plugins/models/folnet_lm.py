@@ -8,7 +8,6 @@
   returns outputs for the target positions only (so the loss is on the
   target only).
 """
-from __future__ import annotations
 
 from dataclasses import dataclass, field
 

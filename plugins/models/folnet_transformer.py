@@ -5,7 +5,6 @@ left-padded source is fine because distances use real positions).  It hands
 the decoder its final layer-normed unary atoms (B, Ti, D1) and binary atoms
 (B, Ti, Ti, D2).  Decoder: ``FolnetDecoder(cross=True)``.
 """
-from __future__ import annotations
 
 from dataclasses import dataclass, field
 

@@ -15,7 +15,6 @@ over as the prefix; the decoder consumes the whole prefix in its first step
 and then continues the target one token at a time, so the H- lines are the
 target continuation only.
 """
-from __future__ import annotations
 
 from dataclasses import dataclass
 
