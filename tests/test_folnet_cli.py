@@ -118,3 +118,21 @@ def test_folnet_transformer_translation_math(tmp_path):
     out = run([BIN / "fairseq-generate", data, "--user-dir", USER_DIR, "--path", last_checkpoint(save),
                "--beam", "4", "--max-len-b", "12", "--batch-size", "4", "--required-batch-size-multiple", "1", "--num-workers", "0"], tmp_path)
     assert len(hypotheses(out)) >= 8
+
+
+@pytest.mark.slow
+def test_folnet_sentence_prediction(tmp_path):
+    rng = random.Random(4)
+    for split, n in (("train", 120), ("valid", 16)):
+        lines = text_corpus(n, 5 if split == "train" else 6)
+        write_lines(tmp_path / f"{split}.input0", lines)
+        write_lines(tmp_path / f"{split}.label", [str(int("cat" in s)) for s in lines])
+    for name in ("input0", "label"):
+        run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", tmp_path / f"train.{name}",
+             "--validpref", tmp_path / f"valid.{name}", "--destdir", tmp_path / "bin" / name, "--workers", "1"],
+            tmp_path)
+    run([BIN / "fairseq-train", tmp_path / "bin", "--user-dir", USER_DIR, "--task", "sentence_prediction",
+         "--arch", "folnet_tiny", "--criterion", "sentence_prediction", "--num-classes", "2",
+         "--init-token", "0", "--separator-token", "2", "--max-positions", "64", "--batch-size", "8",
+         "--save-dir", tmp_path / "ck", *TRAIN_COMMON], tmp_path)
+    last_checkpoint(tmp_path / "ck")

@@ -233,3 +233,33 @@ def test_prefix_lm_generator_equals_full(beam):
 def test_bad_ops_is_one_line_value_error():
     with pytest.raises(ValueError, match=r"--folnet-ops='jmq\.atp'.*valid"):
         build("folnet_lm_tiny", folnet_ops="jmq.atp")
+
+
+# ---------------------------------------------------------------- activation checkpointing, heads
+def test_checkpoint_activations_same_gradients():
+    grads = []
+    for ckpt in (False, True):
+        torch.manual_seed(0)
+        model, d = build("folnet_lm_tiny", checkpoint_activations=ckpt, dropout=0.0)
+        model.train()
+        x = random_tokens(d, 2, 6, torch.Generator().manual_seed(18))
+        out, _ = model(x)
+        out.logsumexp(-1).sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 10
+    for n in grads[0]:
+        torch.testing.assert_close(grads[0][n], grads[1][n], rtol=1e-9, atol=1e-12)
+
+
+def test_classification_head_roberta_interface():
+    model, d = build("folnet_tiny")
+    model.register_classification_head("sentence_classification_head", num_classes=3)
+    model.double()
+    x = random_tokens(d, 2, 6, torch.Generator().manual_seed(19))
+    x[:, 0] = d.bos()
+    logits, extra = model(x, features_only=True, classification_head_name="sentence_classification_head")
+    assert logits.shape == (2, 3)
+    masked = torch.zeros_like(x, dtype=torch.bool)
+    masked[:, 2] = True
+    mlm, _ = model(x, masked_tokens=masked)
+    assert mlm.shape == (2, len(d))
