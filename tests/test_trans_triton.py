@@ -121,6 +121,22 @@ def test_kernel_matches_reference(name, dtype):
 
 
 @needs_interp
+@pytest.mark.parametrize("kind", ["none", "causal", "prefix", "encdec"])
+def test_interior_tiles(kind):
+    """No padding and T = 72 with 16-wide tiles: besides boundary tiles, every
+    kernel has interior tiles that take the unmasked fast path (for causal they
+    need x_first >= y_last + 16), so both paths are compared with the reference."""
+    if kind == "encdec":
+        case = _encdec_case(Ti=35, Tt=48, pad=None)
+    else:
+        K, v, _, m = _self_case(kind, B=1, T=72, pad=None)
+        if kind == "prefix":
+            m = TransMask("prefix", prefix_lengths=torch.tensor([29]))
+        case = (K, v, None, m)
+    _check(case, torch.float32)
+
+
+@needs_interp
 @pytest.mark.parametrize("name", ["causal-q", "prefix-q", "encdec-q"])
 def test_query_offset_rows(name):
     """Incremental decoding: only the newest rows, absolute positions from query_offset."""

@@ -152,6 +152,36 @@ def _lse_kernel(K, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
     tl.store(LSE + bh * Tq + offs_x, lse, mask=offs_x < Tq)
 
 
+@triton.jit
+def _fwd_step(acc, K_rows, V_cols, a0, k_col0, lse, x_ok, x_abs, y_ok, offs_y, P, b, VALID, Ti, n_a,
+              sKa, sVa, REL: tl.constexpr, HAS_PAD: tl.constexpr, BA: tl.constexpr, DOT_PREC: tl.constexpr,
+              MASKED: tl.constexpr):
+    """acc += exp2(K log2e - lse) @ Vm for premise rows a0 .. a0+BA (K columns k_col0 + a).
+
+    REL: relation for the kernel (x, a) and the premise (a, y) entries: 0 none
+    (encoder segment: validity only), else the mask kind (3: decoder segment of
+    encdec, where premise columns y < Ti are encoder columns, always related).
+    MASKED=False is for interior tiles: plain loads, no mask arithmetic.
+    """
+    offs_a = a0 + tl.arange(0, BA)
+    K_ptrs = K_rows + (k_col0 + offs_a)[None, :] * sKa                            # (BX, BA)
+    V_ptrs = V_cols + offs_a[:, None] * sVa                                       # (BA, BY)
+    if MASKED:
+        a_ok = _valid(VALID, b, offs_a, n_a, HAS_PAD)
+        kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, REL)
+        k = tl.load(K_ptrs, mask=kok, other=float("-inf")).to(tl.float32)
+        if REL == 3:
+            vrel = (offs_y < Ti)[None, :] | ((offs_y - Ti)[None, :] <= offs_a[:, None])
+        else:
+            vrel = _rel(offs_a[:, None], offs_y[None, :], P, REL)
+        vt = tl.load(V_ptrs, mask=a_ok[:, None] & y_ok[None, :] & vrel, other=0.0)
+    else:
+        k = tl.load(K_ptrs).to(tl.float32)
+        vt = tl.load(V_ptrs)
+    p = tl.exp2(k * LOG2E - lse[:, None])                                         # (BX, BA)
+    return tl.dot(p.to(vt.dtype), vt, acc, input_precision=DOT_PREC)
+
+
 # --------------------------------------------------------------------------
 # Pass 2: O(x, y) = sum_a exp2(K(x,a) log2e - lse(x)) Vm(a, y).
 # grid (cdiv(Tq, BX) * cdiv(Y, BY), B*H); each program owns one (x, y) tile and
@@ -201,6 +231,11 @@ def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
     y_last = tl.minimum(y_first + BY, Y) - 1
     rows_live = (x_last >= dlo) & (x_first < dhi)
 
+    # Interior blocks (no padding, full x and y tiles, rel true on the whole
+    # tile) skip every mask computation; ``even`` says whether this program has any.
+    even = (not HAS_DPAD) and (not HAS_EPAD)
+    even = even & (xb * BX + BX <= Tq) & (y_first + BY <= Y)
+
     acc = tl.zeros([BX, BY], tl.float32)
     if KIND == 3:
         # Encoder columns a in I meet v_enc(a, y) for y in I only.
@@ -208,43 +243,52 @@ def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
         a_lo = (elo // BA) * BA
         a_hi = tl.where(rows_live & (y_first < Ti), ehi, a_lo)
         VE_cols = VE + b64 * sEb + h64 * sEh + offs_y[None, :] * sEy
-        for a0 in range(a_lo, a_hi, BA):
-            offs_a = a0 + tl.arange(0, BA)
-            a_ok = _valid(EVALID, b, offs_a, Ti, HAS_EPAD)
-            kok = x_ok[:, None] & a_ok[None, :]
-            k = tl.load(K_rows + offs_a[None, :] * sKa, mask=kok, other=float("-inf")).to(tl.float32)
-            p = tl.exp2(k * LOG2E - lse[:, None])                                 # (BX, BA)
-            vok = a_ok[:, None] & (y_ok & y_enc)[None, :]
-            vt = tl.load(VE_cols + offs_a[:, None] * sEa, mask=vok, other=0.0)   # (BA, BY)
-            acc = tl.dot(p.to(vt.dtype), vt, acc, input_precision=DOT_PREC)
+        # unmasked: whole a-blocks of I, y-block inside I
+        f_hi = tl.where(even & (y_last < Ti), tl.minimum((Ti // BA) * BA, a_hi), a_lo)
+        for a0 in range(a_lo, f_hi, BA):
+            acc = _fwd_step(acc, K_rows, VE_cols, a0, 0, lse, x_ok, x_abs, y_ok, offs_y, P, b, EVALID, Ti, Ti,
+                            sKa, sEa, 0, False, BA, DOT_PREC, False)
+        for a0 in range(f_hi, a_hi, BA):
+            acc = _fwd_step(acc, K_rows, VE_cols, a0, 0, lse, x_ok, x_abs, y_ok & y_enc, offs_y, P, b, EVALID,
+                            Ti, Ti, sKa, sEa, 0, HAS_EPAD, BA, DOT_PREC, True)
         # Decoder columns: kernel needs j <= x; premise (j, y in T) needs y - Ti <= j.
         j_lo = tl.maximum(tl.maximum(y_first - Ti, 0), dlo)
         j_hi = tl.minimum(tl.minimum(x_last + 1, Tt), dhi)
+        f_lo = ((tl.maximum(y_last - Ti, 0) + BA - 1) // BA) * BA
+        f_hi = ((x_first + 1) // BA) * BA
     else:
         # Self columns: kernel bound from the rows, premise bound from the columns.
         if KIND == 1:
             j_lo = tl.maximum(y_first, dlo)
+            f_lo = ((y_last + BA - 1) // BA) * BA
+            f_hi = ((x_first + 1) // BA) * BA
         elif KIND == 2:
             j_lo = tl.maximum(tl.where(y_first < P, 0, y_first), dlo)
+            f_lo = tl.where(y_last < P, 0, ((y_last + BA - 1) // BA) * BA)
+            f_hi = (tl.maximum(x_first + 1, P) // BA) * BA
         else:
             j_lo = dlo
+            f_lo = 0
+            f_hi = Tt
         j_hi = tl.minimum(_kernel_hi(x_last, P, Tt, KIND), dhi)
         rows_live = rows_live & (y_last >= dlo) & (y_first < dhi)
     j_lo = (j_lo // BA) * BA
     j_hi = tl.where(rows_live, j_hi, j_lo)
-    for j0 in range(j_lo, j_hi, BA):
-        offs_j = j0 + tl.arange(0, BA)
-        j_ok = _valid(DVALID, b, offs_j, Tt, HAS_DPAD)
-        kok = x_ok[:, None] & j_ok[None, :] & _rel(x_abs[:, None], offs_j[None, :], P, KIND)
-        k = tl.load(K_rows + (Ti + offs_j)[None, :] * sKa, mask=kok, other=float("-inf")).to(tl.float32)
-        p = tl.exp2(k * LOG2E - lse[:, None])                                     # (BX, BA)
-        if KIND == 3:
-            vrel = y_enc[None, :] | ((offs_y - Ti)[None, :] <= offs_j[:, None])
-        else:
-            vrel = _rel(offs_j[:, None], offs_y[None, :], P, KIND)
-        vok = j_ok[:, None] & y_ok[None, :] & vrel
-        vt = tl.load(V_cols + offs_j[:, None] * sVa, mask=vok, other=0.0)         # (BA, BY)
-        acc = tl.dot(p.to(vt.dtype), vt, acc, input_precision=DOT_PREC)
+    # [j_lo, f_lo) masked, [f_lo, f_hi) unmasked, [f_hi, j_hi) masked
+    f_hi = tl.minimum(f_hi, (Tt // BA) * BA)
+    f_lo = tl.minimum(tl.maximum(f_lo, j_lo), j_hi)
+    f_hi = tl.maximum(tl.minimum(f_hi, j_hi), f_lo)
+    f_lo = tl.where(even, f_lo, j_hi)
+    f_hi = tl.where(even, f_hi, j_hi)
+    for j0 in range(j_lo, f_lo, BA):
+        acc = _fwd_step(acc, K_rows, V_cols, j0, Ti, lse, x_ok, x_abs, y_ok, offs_y, P, b, DVALID, Ti, Tt,
+                        sKa, sVa, KIND, HAS_DPAD, BA, DOT_PREC, True)
+    for j0 in range(f_lo, f_hi, BA):
+        acc = _fwd_step(acc, K_rows, V_cols, j0, Ti, lse, x_ok, x_abs, y_ok, offs_y, P, b, DVALID, Ti, Tt,
+                        sKa, sVa, KIND, HAS_DPAD, BA, DOT_PREC, False)
+    for j0 in range(f_hi, j_hi, BA):
+        acc = _fwd_step(acc, K_rows, V_cols, j0, Ti, lse, x_ok, x_abs, y_ok, offs_y, P, b, DVALID, Ti, Tt,
+                        sKa, sVa, KIND, HAS_DPAD, BA, DOT_PREC, True)
 
     O_ptrs = O + b64 * sOb + h64 * sOh + offs_x[:, None] * sOx + offs_y[None, :] * sOy
     tl.store(O_ptrs, acc.to(O.dtype.element_ty), mask=(offs_x < Tq)[:, None] & (offs_y < Y)[None, :])
@@ -273,6 +317,40 @@ def _delta_kernel(O, DO, DELTA,
         g = tl.load(DO + b64 * sGb + h64 * sGh + row * sGx + offs_y[None, :] * sGy, mask=msk, other=0.0)
         d += tl.sum(o.to(tl.float32) * g.to(tl.float32), 1)
     tl.store(DELTA + bh * Tq + offs_x, d, mask=offs_x < Tq)
+
+
+@triton.jit
+def _dk_step(dp, DO_rows, V_rows, y0, col0, x_in, a_ok, offs_a, P, b, VALID, n_y, sGy, sVy,
+             REL: tl.constexpr, HAS_PAD: tl.constexpr, BY: tl.constexpr, DOT_PREC: tl.constexpr,
+             MASKED: tl.constexpr):
+    """dp += dO(x, col0 + y) @ Vm(a, col0 + y)^T for y in y0 .. y0+BY (premise columns)."""
+    offs_y = y0 + tl.arange(0, BY)
+    G_ptrs = DO_rows + (col0 + offs_y)[None, :] * sGy                             # (BX, BY)
+    V_ptrs = V_rows + (col0 + offs_y)[None, :] * sVy                              # (BA, BY)
+    if MASKED:
+        y_ok = _valid(VALID, b, offs_y, n_y, HAS_PAD)
+        g = tl.load(G_ptrs, mask=x_in[:, None] & y_ok[None, :], other=0.0)
+        vok = a_ok[:, None] & y_ok[None, :] & _rel(offs_a[:, None], offs_y[None, :], P, REL)
+        vt = tl.load(V_ptrs, mask=vok, other=0.0)
+    else:
+        g = tl.load(G_ptrs)
+        vt = tl.load(V_ptrs)
+    return tl.dot(g, tl.trans(vt), dp, input_precision=DOT_PREC)
+
+
+@triton.jit
+def _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, f_hi, even, col0, x_in, a_ok, offs_a, P, b, VALID, n_y, sGy, sVy,
+              REL: tl.constexpr, HAS_PAD: tl.constexpr, BY: tl.constexpr, DOT_PREC: tl.constexpr):
+    """y-blocks [y_lo, f_hi) unmasked when ``even``, the rest masked."""
+    f_hi = tl.maximum(tl.minimum(f_hi, y_hi), y_lo)
+    f_hi = tl.where(even, f_hi, y_lo)
+    for y0 in range(y_lo, f_hi, BY):
+        dp = _dk_step(dp, DO_rows, V_rows, y0, col0, x_in, a_ok, offs_a, P, b, VALID, n_y, sGy, sVy,
+                      REL, HAS_PAD, BY, DOT_PREC, False)
+    for y0 in range(f_hi, y_hi, BY):
+        dp = _dk_step(dp, DO_rows, V_rows, y0, col0, x_in, a_ok, offs_a, P, b, VALID, n_y, sGy, sVy,
+                      REL, HAS_PAD, BY, DOT_PREC, True)
+    return dp
 
 
 # --------------------------------------------------------------------------
@@ -322,6 +400,10 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
     live = (x_last >= dlo) & (x_first < dhi)
     DO_rows = DO + b64 * sGb + h64 * sGh + offs_x[:, None] * sGx   # (BX, 1)
 
+    x_in = offs_x < Tq
+    # interior y-blocks (no padding, full x/a tiles, premise rel true on the tile) skip masks
+    even = (not HAS_DPAD) and (not HAS_EPAD)
+    even = even & (xb * BX + BX <= Tq) & (a_first + BA <= n_a)
     dp = tl.zeros([BX, BA], tl.float32)
     if SEG == 0:
         elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
@@ -332,12 +414,8 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
         y_lo = (elo // BY) * BY
         y_hi = tl.where(live, ehi, y_lo)
         VE_rows = VE + b64 * sEb + h64 * sEh + offs_a[:, None] * sEa            # (BA, 1)
-        for y0 in range(y_lo, y_hi, BY):
-            offs_y = y0 + tl.arange(0, BY)
-            y_ok = _valid(EVALID, b, offs_y, Ti, HAS_EPAD)
-            g = tl.load(DO_rows + offs_y[None, :] * sGy, mask=(offs_x < Tq)[:, None] & y_ok[None, :], other=0.0)
-            vt = tl.load(VE_rows + offs_y[None, :] * sEy, mask=a_ok[:, None] & y_ok[None, :], other=0.0)
-            dp = tl.dot(g, tl.trans(vt), dp, input_precision=DOT_PREC)
+        dp = _dk_loops(dp, DO_rows, VE_rows, y_lo, y_hi, (Ti // BY) * BY, even, 0, x_in, a_ok, offs_a, P, b,
+                       EVALID, Ti, sGy, sEy, 0, HAS_EPAD, BY, DOT_PREC)
     else:
         a_ok = _valid(DVALID, b, offs_a, Tt, HAS_DPAD)
         kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, KIND)
@@ -349,37 +427,31 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
             live = live & ((a_first <= x_last) | (a_first < P))
         V_rows = V + b64 * sVb + h64 * sVh + offs_a[:, None] * sVa               # (BA, 1)
         if KIND == 3:
-            # premise columns y in I (encoder-valid), then y = Ti + j' with j' <= a
+            # premise columns y in I (encoder-valid, always related) ...
             elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
             y_lo = (elo // BY) * BY
             y_hi = tl.where(live, ehi, y_lo)
-            for y0 in range(y_lo, y_hi, BY):
-                offs_y = y0 + tl.arange(0, BY)
-                y_ok = _valid(EVALID, b, offs_y, Ti, HAS_EPAD)
-                g = tl.load(DO_rows + offs_y[None, :] * sGy, mask=(offs_x < Tq)[:, None] & y_ok[None, :], other=0.0)
-                vt = tl.load(V_rows + offs_y[None, :] * sVy, mask=a_ok[:, None] & y_ok[None, :], other=0.0)
-                dp = tl.dot(g, tl.trans(vt), dp, input_precision=DOT_PREC)
+            dp = _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, (Ti // BY) * BY, even, 0, x_in, a_ok, offs_a, P, b,
+                           EVALID, Ti, sGy, sVy, 0, HAS_EPAD, BY, DOT_PREC)
+            # ... then decoder columns Ti + y' with y' <= a (causal)
             y_lo = (dlo // BY) * BY
             y_hi = tl.where(live, tl.minimum(tl.minimum(a_last + 1, Tt), dhi), y_lo)
-            for y0 in range(y_lo, y_hi, BY):
-                offs_y = y0 + tl.arange(0, BY)                   # decoder-local premise column
-                y_ok = _valid(DVALID, b, offs_y, Tt, HAS_DPAD)
-                vok = a_ok[:, None] & y_ok[None, :] & (offs_y[None, :] <= offs_a[:, None])
-                g = tl.load(DO_rows + (Ti + offs_y)[None, :] * sGy, mask=(offs_x < Tq)[:, None] & y_ok[None, :],
-                            other=0.0)
-                vt = tl.load(V_rows + (Ti + offs_y)[None, :] * sVy, mask=vok, other=0.0)
-                dp = tl.dot(g, tl.trans(vt), dp, input_precision=DOT_PREC)
+            f_hi = tl.minimum(((a_first + 1) // BY) * BY, (Tt // BY) * BY)
+            dp = _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, f_hi, even, Ti, x_in, a_ok, offs_a, P, b,
+                           DVALID, Tt, sGy, sVy, 1, HAS_DPAD, BY, DOT_PREC)
         else:
             # premise v(a, y) needs rel(a, y): causal y <= a; prefix y <= a or y < P
             y_lo = (dlo // BY) * BY
             y_hi = tl.where(live, tl.minimum(_kernel_hi(a_last, P, Tt, KIND), dhi), y_lo)
-            for y0 in range(y_lo, y_hi, BY):
-                offs_y = y0 + tl.arange(0, BY)
-                y_ok = _valid(DVALID, b, offs_y, Tt, HAS_DPAD)
-                vok = a_ok[:, None] & y_ok[None, :] & _rel(offs_a[:, None], offs_y[None, :], P, KIND)
-                g = tl.load(DO_rows + offs_y[None, :] * sGy, mask=(offs_x < Tq)[:, None] & y_ok[None, :], other=0.0)
-                vt = tl.load(V_rows + offs_y[None, :] * sVy, mask=vok, other=0.0)
-                dp = tl.dot(g, tl.trans(vt), dp, input_precision=DOT_PREC)
+            if KIND == 1:
+                f_hi = ((a_first + 1) // BY) * BY
+            elif KIND == 2:
+                f_hi = (tl.maximum(a_first + 1, P) // BY) * BY
+            else:
+                f_hi = Tt
+            f_hi = tl.minimum(f_hi, (Tt // BY) * BY)
+            dp = _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, f_hi, even, 0, x_in, a_ok, offs_a, P, b,
+                           DVALID, Tt, sGy, sVy, KIND, HAS_DPAD, BY, DOT_PREC)
 
     # kok is all False on a tile that is not live, so no K traffic there
     K_rows = K + b64 * sKb + h64 * sKh + offs_x[:, None] * sKx
@@ -388,6 +460,29 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
     dk = p * (dp - delta[:, None])
     DK_ptrs = DK + b64 * sDb + h64 * sDh + offs_x[:, None] * sDx + col[None, :] * sDa
     tl.store(DK_ptrs, dk.to(DK.dtype.element_ty), mask=(offs_x < Tq)[:, None] & (offs_a < n_a)[None, :])
+
+
+@triton.jit
+def _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID, sKx, sGx,
+             REL: tl.constexpr, HAS_DPAD: tl.constexpr, BX: tl.constexpr, DOT_PREC: tl.constexpr,
+             MASKED: tl.constexpr):
+    """acc(BA, BY) += p(x, a)^T @ dO(x, y) for rows x0 .. x0+BX, p recomputed from lse."""
+    offs_x = x0 + tl.arange(0, BX)
+    K_ptrs = K_cols + offs_x[:, None] * sKx                                       # (BX, BA)
+    G_ptrs = DO_cols + offs_x[:, None] * sGx                                      # (BX, BY)
+    if MASKED:
+        x_abs = offs_x + q_off
+        x_ok = (offs_x < Tq) & _valid(DVALID, b, x_abs, Tt, HAS_DPAD)
+        kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, REL)
+        k = tl.load(K_ptrs, mask=kok, other=float("-inf")).to(tl.float32)
+        lse = tl.load(LSE_row + offs_x, mask=offs_x < Tq, other=0.0)
+        g = tl.load(G_ptrs, mask=x_ok[:, None] & y_ok[None, :], other=0.0)
+    else:
+        k = tl.load(K_ptrs).to(tl.float32)
+        lse = tl.load(LSE_row + offs_x)
+        g = tl.load(G_ptrs)
+    p = tl.exp2(k * LOG2E - lse[:, None])                                         # (BX, BA)
+    return tl.dot(tl.trans(p.to(g.dtype)), g, acc, input_precision=DOT_PREC)
 
 
 # --------------------------------------------------------------------------
@@ -468,22 +563,36 @@ def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
     x_hi = tl.minimum(dhi - q_off, Tq)
     x_hi = tl.where(live, x_hi, x_lo)
 
+    # interior x-blocks (no padding, full a/y tiles, kernel rel true on the tile) skip masks
+    if SEG == 0:
+        f_lo = 0
+    else:
+        if KIND == 1 or KIND == 3:
+            f_lo = ((tl.maximum(a_last - q_off, 0) + BX - 1) // BX) * BX
+        elif KIND == 2:
+            f_lo = tl.where(a_last < P, 0, ((tl.maximum(a_last - q_off, 0) + BX - 1) // BX) * BX)
+        else:
+            f_lo = 0
+    even = (not HAS_DPAD) and (not HAS_EPAD)
+    even = even & (a_first + BA <= n_a) & (y_first + BY <= n_y)
+    f_lo = tl.minimum(tl.maximum(f_lo, x_lo), x_hi)
+    f_hi = tl.maximum(tl.minimum((Tq // BX) * BX, x_hi), f_lo)
+    f_lo = tl.where(even, f_lo, x_hi)
+    f_hi = tl.where(even, f_hi, x_hi)
+
     K_cols = K + b64 * sKb + h64 * sKh + col[None, :] * sKa                      # (1, BA)
     DO_cols = DO + b64 * sGb + h64 * sGh + offs_y[None, :] * sGy                 # (1, BY)
+    LSE_row = LSE + bh * Tq
     acc = tl.zeros([BA, BY], tl.float32)
-    for x0 in range(x_lo, x_hi, BX):
-        offs_x = x0 + tl.arange(0, BX)
-        x_abs = offs_x + q_off
-        x_ok = (offs_x < Tq) & _valid(DVALID, b, x_abs, Tt, HAS_DPAD)
-        if SEG == 0:
-            kok = x_ok[:, None] & a_ok[None, :]
-        else:
-            kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, KIND)
-        k = tl.load(K_cols + offs_x[:, None] * sKx, mask=kok, other=float("-inf")).to(tl.float32)
-        lse = tl.load(LSE + bh * Tq + offs_x, mask=offs_x < Tq, other=0.0)
-        p = tl.exp2(k * LOG2E - lse[:, None])                                     # (BX, BA)
-        g = tl.load(DO_cols + offs_x[:, None] * sGx, mask=x_ok[:, None] & y_ok[None, :], other=0.0)
-        acc = tl.dot(tl.trans(p.to(g.dtype)), g, acc, input_precision=DOT_PREC)   # (BA, BY)
+    for x0 in range(x_lo, f_lo, BX):
+        acc = _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
+                       sKx, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, True)
+    for x0 in range(f_lo, f_hi, BX):
+        acc = _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
+                       sKx, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, False)
+    for x0 in range(f_hi, x_hi, BX):
+        acc = _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
+                       sKx, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, True)
 
     dv = tl.where(vok, acc, 0.0)
     DV_ptrs = DV + b64 * sWb + h64 * sWh + offs_a[:, None] * sWa + offs_y[None, :] * sWy
