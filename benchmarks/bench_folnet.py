@@ -1,0 +1,217 @@
+"""Training-step cost of FOLNet (``folnet_base`` widths, ops ``jmc.atp``) vs a transformer.
+
+The baseline is fairseq's RoBERTa encoder with the same D1 (768), depth and
+heads (12), FFN 3072; both are built in this process with the same seed and
+run the same masked-LM step (15% of the tokens predicted, cross-entropy,
+backward) on the same batch, for T in {64, 128, 256, 512}.  Runs alternate
+between the two models so that drift in the machine's speed hits both alike;
+the median step time is reported, with FOLNet/transformer ratios.
+
+Memory: on CUDA, the peak allocated memory of a step; on CPU (no allocator
+statistics), the bytes of tensors autograd saves for backward (unique
+storages), which is what dominates a training step's peak.
+
+Per-operator breakdown: forward+backward time of each operator (and of the two
+bool FFNs) of one FOLNet layer, run in isolation on layer-normed atoms of the
+right shapes, at the largest T.
+
+    python benchmarks/bench_folnet.py            # --quick: 2 layers, batch 1 (default on CPU)
+    python benchmarks/bench_folnet.py --full     # the real folnet_base depth (12 layers)
+No speed target yet (issue 3).
+"""
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import plugins  # noqa: E402,F401
+from fairseq.data import Dictionary  # noqa: E402
+from fairseq.models import ARCH_CONFIG_REGISTRY  # noqa: E402
+from fairseq.models.roberta import RobertaModel  # noqa: E402
+from plugins.layers.folnet_masks import self_mask  # noqa: E402
+from plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans  # noqa: E402
+from plugins.layers.folnet_layer import BoolFFN  # noqa: E402
+from plugins.models.folnet import FolnetConfig, FolnetModel  # noqa: E402
+
+
+def dictionary(n=1000):
+    d = Dictionary()
+    for i in range(n):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+class _Task:
+    def __init__(self, d):
+        self.source_dictionary = self.target_dictionary = d
+
+
+def build_folnet(d, layers, ops, device):
+    args = argparse.Namespace(folnet_layers=layers, folnet_ops=ops, dropout=0.0)
+    ARCH_CONFIG_REGISTRY["folnet_base"](args)
+    cfg = FolnetConfig.from_namespace(args)
+    torch.manual_seed(0)
+    return FolnetModel.build_model(cfg, _Task(d)).to(device), cfg
+
+
+def build_transformer(d, layers, device):
+    args = argparse.Namespace(encoder_layers=layers, max_positions=1024, dropout=0.0, attention_dropout=0.0)
+    ARCH_CONFIG_REGISTRY["roberta_base"](args)
+    torch.manual_seed(0)
+    return RobertaModel.build_model(args, _Task(d)).to(device)
+
+
+def make_batch(d, batch, T, device):
+    g = torch.Generator().manual_seed(T)
+    x = torch.randint(d.nspecial, len(d), (batch, T), generator=g)
+    x[:, 0] = d.bos()
+    masked = torch.rand(batch, T, generator=g) < 0.15
+    masked[:, 1] = True
+    return x.to(device), masked.to(device), x[masked.cpu()].to(device)
+
+
+class SavedBytes:
+    """Bytes of the distinct storages autograd saves for backward."""
+
+    def __init__(self):
+        self.seen = {}
+
+    def pack(self, t):
+        try:
+            s = t.untyped_storage()
+            self.seen[s.data_ptr()] = s.nbytes()
+        except Exception:  # noqa: BLE001  (e.g. tensors without storage)
+            pass
+        return t
+
+    @staticmethod
+    def unpack(t):
+        return t
+
+    @property
+    def total(self):
+        return sum(self.seen.values())
+
+
+def step(model, batch, device, measure_memory=False):
+    x, masked, target = batch
+    model.zero_grad(set_to_none=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    saved = SavedBytes()
+    t0 = time.perf_counter()
+    if measure_memory and device.type != "cuda":
+        with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+            logits, _ = model(x, masked_tokens=masked)
+    else:
+        logits, _ = model(x, masked_tokens=masked)
+    loss = F.cross_entropy(logits.float(), target)
+    loss.backward()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    dt = time.perf_counter() - t0
+    mem = torch.cuda.max_memory_allocated() if device.type == "cuda" else saved.total
+    return dt, mem
+
+
+def op_breakdown(cfg, T, batch, device, repeats):
+    """fwd+bwd time of each operator of one layer, in isolation."""
+    d1, d2, H = cfg.folnet_unary_dim, cfg.folnet_binary_dim, cfg.folnet_heads
+    g = torch.Generator().manual_seed(1)
+    u1n = torch.randn(batch, T, d1, generator=g).to(device).requires_grad_()
+    u2n = torch.randn(batch, T, T, d2, generator=g).to(device).requires_grad_()
+    mask = self_mask("none", torch.zeros(batch, T, dtype=torch.bool, device=device))
+    ok = mask.pair_ok
+    torch.manual_seed(0)
+    ops = {ch: UNARY_MODULES[ch](d1, d2, H).to(device) for ch in "cjm"}
+    ops.update({ch: BINARY_MODULES[ch](d1, d2, H).to(device) for ch in "ap"})
+    ops["t"] = Trans(d1, d2, H, impl=str(cfg.folnet_trans_impl)).to(device)
+    calls = {
+        "cjoin (c)": lambda: ops["c"](ops["c"].columns(u1n), u2n, ok),
+        "join (j)": lambda: ops["j"](u2n, ops["j"].columns(u1n), ok),
+        "mu (m)": lambda: ops["m"](u2n, ok),
+        "assoc (a)": lambda: ops["a"](u1n, ops["a"].columns(u1n)),
+        "prod (p)": lambda: ops["p"](u1n, u2n, ok),
+        "trans (t)": lambda: ops["t"](u2n, ops["t"].rows(u2n), mask.trans),
+    }
+    ffn1 = BoolFFN(d1, cfg.folnet_ffn_unary, 0.0).to(device)
+    ffn2 = BoolFFN(d2, cfg.folnet_ffn_binary, 0.0).to(device)
+    calls["bool FFN unary"] = lambda: ffn1(u1n)
+    calls["bool FFN binary"] = lambda: ffn2(u2n)
+    times = {}
+    for name, fn in calls.items():
+        ts = []
+        for _ in range(repeats + 1):
+            u1n.grad = u2n.grad = None
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn().float().pow(2).mean().backward()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            ts.append(time.perf_counter() - t0)
+        times[name] = statistics.median(ts[1:])
+    return times
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--full", action="store_true", help="12 layers (folnet_base depth) instead of --quick's 2")
+    p.add_argument("--quick", action="store_true", help="2 layers, batch 1 (the default)")
+    p.add_argument("--layers", type=int, default=None)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--lengths", default="64,128,256,512")
+    p.add_argument("--repeats", type=int, default=2, help="timed steps per model and length (after 1 warm-up)")
+    p.add_argument("--ops", default="jmc.atp")
+    p.add_argument("--breakdown-length", type=int, default=None, help="T of the per-operator table (default: largest)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = p.parse_args()
+    layers = args.layers or (12 if args.full else 2)
+    device = torch.device(args.device)
+    lengths = [int(t) for t in args.lengths.split(",")]
+    d = dictionary()
+    folnet, cfg = build_folnet(d, layers, args.ops, device)
+    trf = build_transformer(d, layers, device)
+    nparam = lambda m: sum(p.numel() for p in m.parameters()) / 1e6  # noqa: E731
+    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
+    mem_kind = "peak allocated" if device.type == "cuda" else "saved for backward"
+    print(f"# device: {dev_name}; torch {torch.__version__}")
+    print(f"# FOLNet folnet_base widths, ops {args.ops}, L={layers}: {nparam(folnet):.1f}M params; "
+          f"transformer (RoBERTa, D=768, H=12, FFN 3072, L={layers}): {nparam(trf):.1f}M params; batch {args.batch}")
+    print(f"| T | FOLNet step (s) | transformer step (s) | time ratio | FOLNet mem (MiB, {mem_kind}) | "
+          f"transformer mem (MiB) | memory ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for T in lengths:
+        batch = make_batch(d, args.batch, T, device)
+        res = {"f": [], "t": []}
+        mem = {}
+        for r in range(args.repeats + 1):
+            for key, model in (("f", folnet), ("t", trf)):
+                dt, m = step(model, batch, device, measure_memory=(r == 0))
+                if r == 0:
+                    mem[key] = m
+                else:
+                    res[key].append(dt)
+        tf, tt = statistics.median(res["f"]), statistics.median(res["t"])
+        mf, mt = mem["f"] / 2 ** 20, mem["t"] / 2 ** 20
+        print(f"| {T} | {tf:.3f} | {tt:.3f} | {tf / tt:.2f} | {mf:.0f} | {mt:.0f} | {mf / mt:.2f} |", flush=True)
+    T = args.breakdown_length or max(lengths)
+    del folnet, trf
+    times = op_breakdown(cfg, T, args.batch, device, args.repeats)
+    total = sum(times.values())
+    print(f"\n# per-operator forward+backward, one layer, T={T}, batch {args.batch}")
+    print("| operator | time (ms) | share |")
+    print("|---|---|---|")
+    for name, t in sorted(times.items(), key=lambda kv: -kv[1]):
+        print(f"| {name} | {1e3 * t:.1f} | {100 * t / total:.0f}% |")
+
+
+if __name__ == "__main__":
+    main()
