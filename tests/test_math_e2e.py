@@ -108,3 +108,20 @@ def test_generate_with_user_dir_absolute(trained):
                "--batch-size", 16, "--required-batch-size-multiple", 1, "--cpu"], cwd="/")
     n_valid = len((data.parent / "text" / "valid.src").read_text().splitlines())
     assert sum(line.startswith("H-") for line in out.splitlines()) == n_valid
+
+
+@pytest.mark.parametrize("config", ["experiment", "fairseq-default"])
+def test_hydra_train_resolves_our_configs(trained, tmp_path, config):
+    """The hydra search-path plugin finds configs/ from any directory: our
+    experiment yaml by name, and our model yamls in fairseq's own config."""
+    root, data, _ = trained
+    args = ["model=tp_transformer_tiny", f"task.data={data}", f"common.user_dir={REPO / 'user_dir'}",
+            f"checkpoint.save_dir={tmp_path / 'ckpt'}", "optimization.max_update=2",
+            "common.cpu=true", "dataset.max_tokens=2000", "dataset.num_workers=0"]
+    if config == "experiment":
+        args = ["--config-name", "math_tp_transformer", *args]
+    else:
+        args += ["task=translation", "task.source_lang=src", "task.target_lang=tgt", "optimizer=adam"]
+    log = run([BIN / "fairseq-hydra-train", *args], cwd=tmp_path)
+    assert "TPTransformerModel" in log and "num_updates 2" in log
+    assert (tmp_path / "ckpt" / "checkpoint_last.pt").is_file()
