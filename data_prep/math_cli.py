@@ -61,5 +61,23 @@ def run(args) -> int:
                            valid_fraction=args.valid_fraction, progress=not args.no_progress,
                            raw_dir=args.raw_dir, preprocess_only=args.preprocess_only,
                            force_preprocess=args.preprocess_only)
+    _print_summary(bin_dir)
     print(bin_dir)
     return 0
+
+
+def _print_summary(bin_dir) -> None:
+    """One line on stderr: examples per subset and modules, from prepare_stats.json."""
+    import json
+    import sys
+
+    try:
+        stats = json.loads((bin_dir / "prepare_stats.json").read_text())
+    except (OSError, ValueError):
+        return
+    sub = stats.get("subsets", {})
+    parts = [f"{name} {sub[name]['examples']}" for name in ("train", "valid", "test", "test1") if name in sub]
+    mods = len(stats.get("raw", {}).get("interpolate", {}))
+    extra = len(stats.get("raw", {}).get("extrapolate", {}))
+    print(f"nesyseq: prepared {', '.join(parts)} examples ({mods} modules, {extra} extrapolate modules; "
+          f"test = interpolate, test1 = extrapolate)", file=sys.stderr)

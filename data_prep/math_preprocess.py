@@ -420,12 +420,16 @@ def _count_unk(vocab, examples) -> dict:
     chars = examples_hit = 0
     first = None
     by_module: Dict[str, int] = {}
+    known = {s for i, s in enumerate(vocab.symbols) if i >= vocab.nspecial and len(s) == 1 and s != SPACE}
+    if SPACE in vocab.indices:
+        known.add(" ")
     for q, a, module, where in examples:
+        if set(q) <= known and set(a) <= known:
+            continue
         hit = 0
         for side, text in (("question", q), ("answer", a)):
             for i, ch in enumerate(text):
-                tok = SPACE if ch == " " else ch
-                if _unrepresentable(ch) or vocab.index(tok) == vocab.unk():
+                if ch not in known:
                     hit += 1
                     if first is None:
                         path, line = where.rsplit(":", 1)
