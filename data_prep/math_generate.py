@@ -159,15 +159,18 @@ def resolve_modules(patterns: str = "*",
     for pat in pats:
         hits = [n for n in train_names if fnmatch.fnmatchcase(n, pat)]
         if not hits:
-            close = [n for n in train_names if pat.split("*")[0].split("__")[0] and
-                     n.startswith(pat.split("*")[0].split("__")[0])][:5]
+            import difflib
+
+            family = pat.split("*")[0].split("?")[0].split("[")[0].split("__")[0]
+            close = difflib.get_close_matches(pat, train_names, n=4, cutoff=0.6)
+            close += [n for n in train_names if family and n.startswith(family) and n not in close]
             extra = [n for n in extrapolate_names if fnmatch.fnmatchcase(n, pat)]
+            fams = sorted({f for f in (extrapolate_family(n, train_names) for n in extra) if f})
             hint = ""
-            if extra:
-                fams = sorted({extrapolate_family(n, train_names) for n in extra})
-                hint = (f" ({', '.join(extra)} is an extrapolate module; select its family "
-                        f"{', '.join(fams)} instead)")
-            examples = close or train_names[:4]
+            if fams:
+                hint = (f" (extrapolate module(s) {', '.join(extra)} are selected through their "
+                        f"family: use {','.join(fams)})")
+            examples = (close or train_names)[:5]
             raise _user_error(
                 f"--modules: unknown module pattern {pat!r}{hint}; valid names include "
                 f"{', '.join(examples)}, ... (all {len(train_names)}: `nesyseq prepare math --list-modules`)")
