@@ -32,7 +32,7 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
-from .reference import TransMask
+from .reference import TransMask, trans_reference
 
 KIND_IDS = {"none": 0, "causal": 1, "prefix": 2, "encdec": 3}
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -446,4 +446,10 @@ def trans_triton(K: Tensor, v: Tensor, mask: Optional[TransMask] = None, v_enc: 
         v_enc = v_enc.contiguous()
     if mask.kind != "encdec":
         v_enc = None
+    for name, t in (("K", K), ("v", v), ("v_enc", v_enc)):
+        # in-matrix offsets are int32 in the kernels (batch/head offsets are int64)
+        if t is not None and (t.shape[-2] - 1) * t.stride(-2) + t.shape[-1] >= 2**31:
+            raise TransKernelUnavailable(f"{name} {tuple(t.shape)}: one (b, h) matrix exceeds 2^31 elements")
+    if K.numel() == 0 or v.numel() == 0:
+        return trans_reference(K, v, mask, v_enc)  # nothing to launch
     return TransFunction.apply(K, v, v_enc, mask, config)
