@@ -72,7 +72,8 @@ def ptxas_report(kernel, arch: int = 90) -> str:
     m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", r.stdout)
     if not m:
         return "resource usage unavailable"
-    return f"REG {m.group(1)}, STACK {m.group(2)} B, SHARED {m.group(3)} B, LOCAL {m.group(4)} B"
+    return (f"REG {m.group(1)}, STACK {m.group(2)} B, LOCAL {m.group(4)} B, "
+            f"dynamic smem {kernel.metadata.shared} B")
 
 
 def variants(quick: bool) -> List[tuple]:
@@ -116,6 +117,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fp16, causal+padding and encdec+padding only")
     args = ap.parse_args(argv)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    import triton.language as tl
+    if type(tl.zeros).__name__ == "InterpretedFunction":
+        print("triton was imported with TRITON_INTERPRET=1; run compile_check in a process without it")
+        return 2
     failures = 0
     for name, dtype, const, warps, stages in variants(args.quick):
         label = f"{name:14s} {dtype} " + " ".join(f"{k}={v}" for k, v in const.items())

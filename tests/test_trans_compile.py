@@ -1,0 +1,32 @@
+"""The Triton trans kernels compile for sm_90 (H100/H200) without a GPU.
+
+Runs ``python -m triton_kernels.compile_check --quick`` in a fresh process
+without TRITON_INTERPRET (the interpreter tests set it in this process): the
+real Triton -> PTX -> cubin pipeline, with Triton's bundled ptxas, on the fp16
+kernels for causal+padding and encdec+padding (every kernel and both dK/dV
+segments).  Nothing runs on a device.  The full matrix (all kinds, padding on
+and off, fp16/bf16/fp32) is ``python -m triton_kernels.compile_check``.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from triton_kernels import trans_triton as tt
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not tt.triton_available(), reason="triton not installed")]
+
+
+def test_kernels_compile_for_sm90_without_spills():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-m", "triton_kernels.compile_check", "--quick"], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    ok = [line for line in r.stdout.splitlines() if line.startswith("ok ")]
+    assert len(ok) >= 10, r.stdout
+    stacks = [int(m) for m in re.findall(r"STACK (\d+) B", r.stdout)]
+    assert len(stacks) == len(ok) and max(stacks) == 0, "register spills:\n" + r.stdout
