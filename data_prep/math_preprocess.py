@@ -60,6 +60,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import sys
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -179,8 +180,13 @@ def _unrepresentable(ch: str) -> bool:
     return ch == SPACE or (ch != " " and (ch.isspace() or not ch.isprintable()))
 
 
+_OTHER_WHITESPACE = re.compile(r"[^\S ]")
+
+
 def encode_chars(text: str, where: str, strict: bool) -> str:
     """``'a b'`` -> ``'a ▁ b'``.  ``strict`` (training data): unrepresentable is an error."""
+    if text.isprintable() and SPACE not in text and not _OTHER_WHITESPACE.search(text):
+        return " ".join(text.replace(" ", SPACE))  # fast path: every character is representable
     out = []
     for i, ch in enumerate(text):
         if ch == " ":
@@ -383,7 +389,7 @@ def preprocess_math(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
         if "test" not in test_subsets:
             raise _user_error(f"{raw_dir}/interpolate: no test examples for the selected modules")
         _fairseq_preprocess(text_tmp, bin_tmp, test_subsets,
-                            workers=workers if train_w.count > 200_000 else 1, verbose=progress)
+                            workers=workers if train_w.count > 20_000 else 1, verbose=progress)
         from fairseq.data import Dictionary
 
         vocab = Dictionary.load(str(bin_tmp / "dict.src.txt"))
