@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from folnet_helpers import single_thread  # noqa: F401  (for the in-process rescoring)
+
 USER_DIR = Path(__file__).resolve().parents[1] / "user_dir"
 BIN = Path(sys.executable).parent
 TRAIN_COMMON = ["--optimizer", "adam", "--lr", "1e-3", "--max-update", "4", "--num-workers", "0",
@@ -61,7 +63,8 @@ def test_folnet_lm_language_modeling(tmp_path):
     data = preprocess_mono(tmp_path)
     save = tmp_path / "ck"
     run([BIN / "fairseq-train", data, "--user-dir", USER_DIR, "--task", "language_modeling",
-         "--arch", "folnet_lm_tiny", "--folnet-ops", "jmc.atp", "--tokens-per-sample", "32",
+         "--arch", "folnet_lm_tiny", "--folnet-ops", "jmc.atp", "--folnet-trans-impl", "torch",
+         "--checkpoint-activations", "--tokens-per-sample", "32",
          "--sample-break-mode", "none", "--batch-size", "8", "--save-dir", save, *TRAIN_COMMON], tmp_path)
     out = run([BIN / "fairseq-eval-lm", data, "--user-dir", USER_DIR, "--path", last_checkpoint(save),
                "--tokens-per-sample", "32", "--batch-size", "8", "--num-workers", "0", "--gen-subset", "valid"], tmp_path)
@@ -91,13 +94,15 @@ def test_folnet_lm_prefix_lm(tmp_path):
     save = tmp_path / "ck"
     run([BIN / "fairseq-train", data, "--user-dir", USER_DIR, "--task", "prefix_lm", "--arch", "folnet_lm_tiny",
          "--criterion", "cross_entropy", "--batch-size", "16", "--save-dir", save, *TRAIN_COMMON], tmp_path)
-    out = run([BIN / "fairseq-generate", data, "--user-dir", USER_DIR, "--task", "prefix_lm",
-               "--path", last_checkpoint(save), "--beam", "4", "--max-len-b", "10", "--batch-size", "4", "--required-batch-size-multiple", "1",
-               "--num-workers", "0"], tmp_path)
-    hyps = hypotheses(out)
-    assert len(hyps) == 8
-    for h in hyps:  # H-id, score, the target continuation only: the prefix (3-9 tokens) is not in it
-        assert len(h) == 3 and 1 <= len(h[2].split()) <= 10
+    for beam in ("1", "4"):
+        out = run([BIN / "fairseq-generate", data, "--user-dir", USER_DIR, "--task", "prefix_lm",
+                   "--path", last_checkpoint(save), "--beam", beam, "--max-len-b", "10", "--batch-size", "4",
+                   "--required-batch-size-multiple", "1", "--num-workers", "0"], tmp_path)
+        hyps = hypotheses(out)
+        assert len(hyps) == 8
+        for h in hyps:  # H-id, score, the target continuation only: the prefix (3-9 tokens) is not in it
+            assert len(h) == 3 and 1 <= len(h[2].split()) <= 10
+        rescore_matches_generate(out, data, last_checkpoint(save))
 
 
 def math_pairs(tmp):
@@ -115,9 +120,43 @@ def test_folnet_transformer_translation_math(tmp_path):
     run([BIN / "fairseq-train", data, "--user-dir", USER_DIR, "--task", "translation",
          "--arch", "folnet_transformer_tiny", "--share-all-embeddings", "--criterion", "cross_entropy",
          "--batch-size", "16", "--save-dir", save, *TRAIN_COMMON], tmp_path)
-    out = run([BIN / "fairseq-generate", data, "--user-dir", USER_DIR, "--path", last_checkpoint(save),
-               "--beam", "4", "--max-len-b", "12", "--batch-size", "4", "--required-batch-size-multiple", "1", "--num-workers", "0"], tmp_path)
-    assert len(hypotheses(out)) >= 8
+    for beam in ("1", "4"):
+        out = run([BIN / "fairseq-generate", data, "--user-dir", USER_DIR, "--path", last_checkpoint(save),
+                   "--beam", beam, "--max-len-b", "12", "--batch-size", "4", "--required-batch-size-multiple", "1",
+                   "--num-workers", "0"], tmp_path)
+        assert len(hypotheses(out)) >= 8
+        rescore_matches_generate(out, data, last_checkpoint(save))
+
+
+def rescore_matches_generate(out, data, checkpoint):
+    """fairseq-generate's per-token scores (incremental decoding) equal a full forward pass."""
+    import math
+
+    import torch
+    from fairseq import checkpoint_utils
+
+    import plugins  # noqa: F401
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)],
+                                                                    arg_overrides={"data": str(data)})
+    model = models[0].eval()
+    d = task.source_dictionary
+    lines = {}
+    for line in out.splitlines():
+        if line[:2] in ("S-", "H-", "P-"):
+            tag, sid = line[0], line.split("\t")[0][2:]
+            lines.setdefault(sid, {})[tag] = line.split("\t")
+    assert lines
+    with torch.no_grad():
+        for sid, L in lines.items():
+            src = d.encode_line(L["S"][1], add_if_not_exist=False).long()[None]
+            hyp = d.encode_line(L["H"][2], add_if_not_exist=False).long()[None]
+            assert d.unk() not in src and d.unk() not in hyp
+            prev = torch.cat([hyp.new_full((1, 1), d.eos()), hyp[:, :-1]], dim=1)
+            logits, _ = model(src, torch.tensor([src.size(1)]), prev)
+            lp = torch.log_softmax(logits.float(), -1).gather(-1, hyp[..., None])[0, :, 0] / math.log(2)
+            generated = torch.tensor([float(x) for x in L["P"][1].split()])
+            torch.testing.assert_close(generated, lp, rtol=0, atol=2e-4)
 
 
 @pytest.mark.slow
