@@ -5,4 +5,5 @@ allow-lists the exact classes that fairseq checkpoints pickle, so checkpoints
 load with torch's default ``weights_only=True``.
 """
 from plugins import checkpoint_safety  # noqa: F401  (registers safe globals first)
+from plugins import fairseq_fixes  # noqa: F401  (keep fairseq's remainder batches)
 from plugins import layers, models, tasks, criterions  # noqa: F401,E402
