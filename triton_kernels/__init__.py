@@ -35,11 +35,12 @@ def trans(K, v, mask=None, v_enc=None, impl: str = "auto"):
         raise ValueError(f"--folnet-trans-impl={impl!r}; valid: {', '.join(TRANS_IMPLS)}")
     if impl == "torch":
         return trans_reference(K, v, mask, v_enc)
-    mod = _triton_module()
     if impl == "auto":
-        if mod is not None and K.is_cuda and K.dtype in mod.SUPPORTED_DTYPES:
-            return mod.trans_triton(K, v, mask, v_enc)
+        # CPU tensors never touch triton (not even its import)
+        if K.is_cuda and K.dtype in _tt.SUPPORTED_DTYPES and _triton_module() is not None:
+            return _tt.trans_triton(K, v, mask, v_enc)
         return trans_reference(K, v, mask, v_enc)
+    mod = _triton_module()
     # impl == "triton"
     if mod is None:
         raise TransKernelUnavailable("--folnet-trans-impl=triton: the triton package is not importable")
