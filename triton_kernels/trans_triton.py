@@ -6,11 +6,13 @@
 
 Execution modes:
     * CUDA tensors: compiled kernels.
-    * CPU tensors with ``TRITON_INTERPRET=1`` in the environment at launch
-      time: the same kernel source run by the Triton interpreter.  Triton
-      decides compiled-vs-interpreted when a function is decorated, so a second
-      copy of ``_trans_kernels`` is loaded with the variable set; this works
-      even when Triton was imported before the variable was set.
+    * CPU tensors with ``TRITON_INTERPRET=1``: the same kernel source run by
+      the Triton interpreter.  Triton decides compiled-vs-interpreted when a
+      function is decorated, so ``_trans_kernels`` is loaded once per mode (a
+      second copy with the variable set).  Triton's own library functions
+      (tl.zeros, tl.sum, ...) are decorated at ``import triton``, so the
+      variable must be set before triton's first import in the process;
+      otherwise this raises ``TransKernelUnavailable`` with that explanation.
     * anything else: ``TransKernelUnavailable``.
 
 Block configuration: a fixed, deterministic choice per dtype (``default_config``),
