@@ -69,6 +69,14 @@ def test_folnet_lm_language_modeling(tmp_path):
     out = run([BIN / "fairseq-eval-lm", data, "--user-dir", USER_DIR, "--path", last_checkpoint(save),
                "--tokens-per-sample", "32", "--batch-size", "8", "--num-workers", "0", "--gen-subset", "valid"], tmp_path)
     assert "Loss (base 2)" in out or "perplexity" in out.lower()
+    # a bad operator spec is a one-line error naming the option and the valid letters
+    p = subprocess.run([str(c) for c in [BIN / "fairseq-train", data, "--user-dir", USER_DIR, "--task",
+                                         "language_modeling", "--arch", "folnet_lm_tiny", "--folnet-ops", "jmx.atp",
+                                         "--tokens-per-sample", "32", "--batch-size", "8", "--save-dir", tmp_path / "bad"]],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("ValueError: --folnet-ops='jmx.atp'") and "{b,c,j,m}" in last and "{a,p,t}" in last
 
 
 def pairs_preprocess(tmp, src_lines, tgt_lines, n_valid):

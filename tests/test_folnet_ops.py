@@ -238,3 +238,28 @@ def test_parse_ops():
             parse_ops(bad)
         msg = str(e.value)
         assert "--folnet-ops" in msg and "{b,c,j,m}" in msg and "{a,p,t}" in msg and "\n" not in msg
+
+
+def test_cjoin_extreme_logits_match_naive():
+    """Future logits far above the allowed ones must not underflow the allowed rows."""
+    mask = MASKS["causal+pad"]()
+    op = make(Cjoin)
+    _, _, u2n = inputs(mask)
+    A = mask.pair_ok.shape[2]
+    K = torch.zeros(B, A, H, S, dtype=torch.float64)
+    K[:, 0] = torch.randn(B, H, S, dtype=torch.float64)
+    K[:, 1:] = 2000.0 + torch.randn(B, A - 1, H, S, dtype=torch.float64)  # exp(-2000) underflows even in fp64
+    out = op(K, u2n, mask.pair_ok)
+    v = lin(op.premise, u2n)
+    ok = mask.pair_ok
+    ref = torch.zeros_like(out)
+    for b in range(B):
+        for x in range(ok.shape[1]):
+            allowed = [a for a in range(A) if ok[b, x, a]]
+            for h in range(H):
+                for s in range(S):
+                    if allowed:
+                        p = naive_softmax([K[b, a, h, s].item() for a in allowed])
+                        ref[b, x, h, s] = sum(pi * v[b, x, a, h] for pi, a in zip(p, allowed))
+    torch.testing.assert_close(out, ref)
+    assert torch.isfinite(out).all()

@@ -99,6 +99,12 @@ class Cjoin(nn.Module):
         num = torch.einsum("bxah,bahs->bxhs", v.to(acc), E)
         den = torch.einsum("bxa,bahs->bxhs", ok.to(acc), E)
         out = torch.where(den > 0, num / den.clamp_min(torch.finfo(acc).tiny), torch.zeros_like(num))
+        # Safety net: a row whose allowed logits all lie far below the shift underflows
+        # to den == 0; recompute those (rare) rows exactly with their own normaliser.
+        bad = ((den == 0) & pair_ok.any(dim=-1)[:, :, None, None]).any(dim=-1).any(dim=-1)  # (B, X)
+        for b, x in bad.nonzero().tolist():
+            p = masked_softmax(Kf[b], pair_ok[b, x][:, None, None], dim=0)  # (A, H, S)
+            out[b, x] = torch.einsum("ah,ahs->hs", v[b, x].to(acc), p)
         return out.to(u2n.dtype)
 
 
