@@ -263,3 +263,23 @@ def test_classification_head_roberta_interface():
     masked[:, 2] = True
     mlm, _ = model(x, masked_tokens=masked)
     assert mlm.shape == (2, len(d))
+
+
+def test_checkpoint_activations_saves_less():
+    saved = {}
+    for ckpt in (False, True):
+        torch.manual_seed(0)
+        model, d = build("folnet_lm_tiny", checkpoint_activations=ckpt, dropout=0.0)
+        model.train()
+        seen = {}
+
+        def pack(t):
+            seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        x = random_tokens(d, 2, 16, torch.Generator().manual_seed(20))
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            out, _ = model(x)
+        out.logsumexp(-1).sum().backward()
+        saved[ckpt] = sum(seen.values())
+    assert saved[True] < 0.5 * saved[False]
