@@ -202,7 +202,10 @@ def markdown_table(scores: List[SplitScore], title: str = "") -> str:
 
 
 def bar_chart(s: SplitScore, path: Path, title: str = "") -> None:
+    import logging
+
     import matplotlib
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # no font-search debug lines
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -90,7 +90,10 @@ def collect_roles(model, task, problems: List[str], head: int):
 
 
 def draw_grid(rows, labels_per_row, k: int, path: Path, title: str) -> None:
+    import logging
+
     import matplotlib
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # no font-search debug lines
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
