@@ -211,15 +211,15 @@ def bar_chart(s: SplitScore, path: Path, title: str = "") -> None:
 
     names = list(s.modules)
     accs = [100 * s.modules[n].accuracy for n in names]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(names) + 1.5), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(names) + 1.5), 4.8))
     ax.bar(range(len(names)), accs, color="#3b75af")
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, rotation=75, ha="right", fontsize=7)
     ax.set_ylim(0, 100)
     ax.set_ylabel("exact-match accuracy (%)")
     ax.axhline(95, color="grey", lw=0.8, ls="--")
-    ax.set_title(f"{title} {s.split}: mean {100 * s.mean_accuracy:.1f}%, "
-                 f"{s.above_95} modules > 95%".strip(), fontsize=9)
+    ax.set_title(f"{title} {s.split}".strip() + f"\nmean {100 * s.mean_accuracy:.1f}% over "
+                 f"{len(names)} modules, {s.above_95} above 95%", fontsize=9)
     fig.tight_layout()
     tmp = path.with_name(path.name + ".tmp.png")
     fig.savefig(tmp, dpi=110)
