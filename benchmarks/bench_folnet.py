@@ -5,7 +5,8 @@ heads (12), FFN 3072; both are built in this process with the same seed and
 run the same masked-LM step (15% of the tokens predicted, cross-entropy,
 backward) on the same batch, for T in {64, 128, 256, 512}.  Runs alternate
 between the two models so that drift in the machine's speed hits both alike;
-the median step time is reported, with FOLNet/transformer ratios.
+the median step time is reported, with FOLNet/transformer ratios (wall time,
+and on a shared CPU the less noisy ratio of process CPU time).
 
 Memory: on CUDA, the peak allocated memory of a step; on CPU (no allocator
 statistics), the bytes of tensors autograd saves for backward (unique
@@ -106,7 +107,7 @@ def step(model, batch, device, measure_memory=False):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     saved = SavedBytes()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if measure_memory and device.type != "cuda":
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
             logits, _ = model(x, masked_tokens=masked)
@@ -116,9 +117,9 @@ def step(model, batch, device, measure_memory=False):
     loss.backward()
     if device.type == "cuda":
         torch.cuda.synchronize()
-    dt = time.perf_counter() - t0
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
     mem = torch.cuda.max_memory_allocated() if device.type == "cuda" else saved.total
-    return dt, mem
+    return dt, dc, mem
 
 
 def op_breakdown(cfg, T, batch, device, repeats):
@@ -185,23 +186,27 @@ def main():
     print(f"# device: {dev_name}; torch {torch.__version__}")
     print(f"# FOLNet folnet_base widths, ops {args.ops}, L={layers}: {nparam(folnet):.1f}M params; "
           f"transformer (RoBERTa, D=768, H=12, FFN 3072, L={layers}): {nparam(trf):.1f}M params; batch {args.batch}")
-    print(f"| T | FOLNet step (s) | transformer step (s) | time ratio | FOLNet mem (MiB, {mem_kind}) | "
+    print(f"| T | FOLNet step (s) | transformer step (s) | time ratio | CPU-time ratio | FOLNet mem (MiB, {mem_kind}) | "
           f"transformer mem (MiB) | memory ratio |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for T in lengths:
         batch = make_batch(d, args.batch, T, device)
         res = {"f": [], "t": []}
+        cpu = {"f": [], "t": []}
         mem = {}
         for r in range(args.repeats + 1):
             for key, model in (("f", folnet), ("t", trf)):
-                dt, m = step(model, batch, device, measure_memory=(r == 0))
+                dt, dc, m = step(model, batch, device, measure_memory=(r == 0))
                 if r == 0:
                     mem[key] = m
                 else:
                     res[key].append(dt)
+                    cpu[key].append(dc)
         tf, tt = statistics.median(res["f"]), statistics.median(res["t"])
+        cr = statistics.median(cpu["f"]) / statistics.median(cpu["t"])
         mf, mt = mem["f"] / 2 ** 20, mem["t"] / 2 ** 20
-        print(f"| {T} | {tf:.3f} | {tt:.3f} | {tf / tt:.2f} | {mf:.0f} | {mt:.0f} | {mf / mt:.2f} |", flush=True)
+        print(f"| {T} | {tf:.3f} | {tt:.3f} | {tf / tt:.2f} | {cr:.2f} | {mf:.0f} | {mt:.0f} | {mf / mt:.2f} |",
+              flush=True)
     T = args.breakdown_length or max(lengths)
     del folnet, trf
     times = op_breakdown(cfg, T, args.batch, device, args.repeats)

@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
-import torch
 import torch.nn as nn
 from torch import Tensor
 

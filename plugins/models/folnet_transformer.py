@@ -8,8 +8,6 @@ the decoder its final layer-normed unary atoms (B, Ti, D1) and binary atoms
 
 from dataclasses import dataclass, field
 
-import torch.nn as nn
-
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
