@@ -137,6 +137,35 @@ def test_interior_tiles(kind):
 
 
 @needs_interp
+@pytest.mark.parametrize("kind", ["none", "causal", "prefix", "encdec"])
+def test_interior_tiles_with_end_padding(kind):
+    """Padding only at the ends of a row (right-padded decoder, left-padded
+    source) keeps the unmasked path for tiles inside the valid span; a row with
+    a hole falls back to masks everywhere.  T = 72, 16-wide tiles."""
+    g = torch.Generator().manual_seed(3)
+    if kind == "encdec":
+        Ti, Tt, B = 35, 48, 3
+        kp = torch.zeros(B, Tt, dtype=torch.bool)
+        ep = torch.zeros(B, Ti, dtype=torch.bool)
+        kp[0, 41:] = True          # right padding
+        ep[1, :5] = True           # left-padded source
+        kp[2, 20] = True           # a hole
+        m = TransMask("encdec", key_padding=kp, enc_padding=ep)
+        case = (3 * torch.randn(B, 1, Tt, Ti + Tt, generator=g), torch.randn(B, 1, Tt, Ti + Tt, generator=g),
+                torch.randn(B, 1, Ti, Ti, generator=g), m)
+    else:
+        T, B = 72, 3
+        kp = torch.zeros(B, T, dtype=torch.bool)
+        kp[0, 60:] = True          # right padding
+        kp[1, :9] = True           # left padding
+        kp[2, 40] = True           # a hole
+        m = TransMask(kind, key_padding=kp,
+                      prefix_lengths=torch.tensor([29, 40, 10]) if kind == "prefix" else None)
+        case = (3 * torch.randn(B, 1, T, T, generator=g), torch.randn(B, 1, T, T, generator=g), None, m)
+    _check(case, torch.float32)
+
+
+@needs_interp
 @pytest.mark.parametrize("name", ["causal-q", "prefix-q", "encdec-q"])
 def test_query_offset_rows(name):
     """Incremental decoding: only the newest rows, absolute positions from query_offset."""

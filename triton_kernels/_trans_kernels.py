@@ -76,6 +76,26 @@ def _bounds(LO, HI, b, n, HAS_PAD: tl.constexpr):
 
 
 @triton.jit
+def _span_ok(SPAN, b, HAS_PAD: tl.constexpr):
+    """True when batch row b's valid positions are exactly its span [lo, hi)
+    (padding only at the ends): tiles inside the span then need no validity mask."""
+    if HAS_PAD:
+        ok = tl.load(SPAN + b) != 0
+    else:
+        ok = True
+    return ok
+
+
+@triton.jit
+def _enc_dec_cols_ok(y_first, y_last, Ti, elo, ehi, dlo, dhi):
+    """Whole concatenated column block [y_first, y_last] valid (encdec): encoder part
+    inside [elo, ehi), decoder part inside Ti + [dlo, dhi)."""
+    enc_ok = (y_first >= Ti) | ((y_first >= elo) & (tl.minimum(y_last, Ti - 1) < ehi))
+    dec_ok = (y_last < Ti) | ((tl.maximum(y_first, Ti) - Ti >= dlo) & (y_last - Ti < dhi))
+    return enc_ok & dec_ok
+
+
+@triton.jit
 def _prefix_len(PLEN, b, KIND: tl.constexpr):
     if KIND == 2:
         P = tl.load(PLEN + b)
@@ -188,7 +208,7 @@ def _fwd_step(acc, K_rows, V_cols, a0, k_col0, lse, x_ok, x_abs, y_ok, offs_y, P
 # loops only over the a-blocks its masks can reach.
 # --------------------------------------------------------------------------
 @triton.jit
-def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
+def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPAN, ESPAN,
                 sKb, sKh, sKx, sKa,
                 sVb, sVh, sVa, sVy,
                 sEb, sEh, sEa, sEy,
@@ -231,24 +251,36 @@ def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
     y_last = tl.minimum(y_first + BY, Y) - 1
     rows_live = (x_last >= dlo) & (x_first < dhi)
 
-    # Interior blocks (no padding, full x and y tiles, rel true on the whole
-    # tile) skip every mask computation; ``even`` says whether this program has any.
-    even = (not HAS_DPAD) and (not HAS_EPAD)
-    even = even & (xb * BX + BX <= Tq) & (y_first + BY <= Y)
+    # Interior blocks skip every mask computation: full x and y tiles inside the
+    # valid spans of a batch row whose padding is only at the ends (or absent),
+    # and an a-block on which rel is true for the whole tile.  ``even`` says
+    # whether this program's x/y tile qualifies.
+    elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
+    even = _span_ok(DSPAN, b, HAS_DPAD) & _span_ok(ESPAN, b, HAS_EPAD)
+    even = even & (xb * BX + BX <= Tq) & (x_first >= dlo) & (x_first + BX <= dhi) & (y_first + BY <= Y)
+    if KIND == 3:
+        even = even & _enc_dec_cols_ok(y_first, y_last, Ti, elo, ehi, dlo, dhi)
+    else:
+        even = even & (y_first >= dlo) & (y_first + BY <= dhi)
 
     acc = tl.zeros([BX, BY], tl.float32)
     if KIND == 3:
         # Encoder columns a in I meet v_enc(a, y) for y in I only.
-        elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
         a_lo = (elo // BA) * BA
         a_hi = tl.where(rows_live & (y_first < Ti), ehi, a_lo)
         VE_cols = VE + b64 * sEb + h64 * sEh + offs_y[None, :] * sEy
-        # unmasked: whole a-blocks of I, y-block inside I
-        f_hi = tl.where(even & (y_last < Ti), tl.minimum((Ti // BA) * BA, a_hi), a_lo)
-        for a0 in range(a_lo, f_hi, BA):
+        # unmasked: whole a-blocks inside [elo, ehi), y-block inside I
+        e_lo = tl.minimum(tl.maximum(((elo + BA - 1) // BA) * BA, a_lo), a_hi)
+        e_hi = tl.maximum(tl.minimum((ehi // BA) * BA, a_hi), e_lo)
+        e_lo = tl.where(even & (y_last < Ti), e_lo, a_hi)
+        e_hi = tl.where(even & (y_last < Ti), e_hi, a_hi)
+        for a0 in range(a_lo, e_lo, BA):
+            acc = _fwd_step(acc, K_rows, VE_cols, a0, 0, lse, x_ok, x_abs, y_ok & y_enc, offs_y, P, b, EVALID,
+                            Ti, Ti, sKa, sEa, 0, HAS_EPAD, BA, DOT_PREC, True)
+        for a0 in range(e_lo, e_hi, BA):
             acc = _fwd_step(acc, K_rows, VE_cols, a0, 0, lse, x_ok, x_abs, y_ok, offs_y, P, b, EVALID, Ti, Ti,
                             sKa, sEa, 0, False, BA, DOT_PREC, False)
-        for a0 in range(f_hi, a_hi, BA):
+        for a0 in range(e_hi, a_hi, BA):
             acc = _fwd_step(acc, K_rows, VE_cols, a0, 0, lse, x_ok, x_abs, y_ok & y_enc, offs_y, P, b, EVALID,
                             Ti, Ti, sKa, sEa, 0, HAS_EPAD, BA, DOT_PREC, True)
         # Decoder columns: kernel needs j <= x; premise (j, y in T) needs y - Ti <= j.
@@ -275,7 +307,8 @@ def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
     j_lo = (j_lo // BA) * BA
     j_hi = tl.where(rows_live, j_hi, j_lo)
     # [j_lo, f_lo) masked, [f_lo, f_hi) unmasked, [f_hi, j_hi) masked
-    f_hi = tl.minimum(f_hi, (Tt // BA) * BA)
+    f_hi = tl.minimum(f_hi, (dhi // BA) * BA)
+    f_lo = tl.maximum(f_lo, ((dlo + BA - 1) // BA) * BA)
     f_lo = tl.minimum(tl.maximum(f_lo, j_lo), j_hi)
     f_hi = tl.maximum(tl.minimum(f_hi, j_hi), f_lo)
     f_lo = tl.where(even, f_lo, j_hi)
@@ -339,12 +372,17 @@ def _dk_step(dp, DO_rows, V_rows, y0, col0, x_in, a_ok, offs_a, P, b, VALID, n_y
 
 
 @triton.jit
-def _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, f_hi, even, col0, x_in, a_ok, offs_a, P, b, VALID, n_y, sGy, sVy,
-              REL: tl.constexpr, HAS_PAD: tl.constexpr, BY: tl.constexpr, DOT_PREC: tl.constexpr):
-    """y-blocks [y_lo, f_hi) unmasked when ``even``, the rest masked."""
-    f_hi = tl.maximum(tl.minimum(f_hi, y_hi), y_lo)
-    f_hi = tl.where(even, f_hi, y_lo)
-    for y0 in range(y_lo, f_hi, BY):
+def _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, f_lo, f_hi, even, col0, x_in, a_ok, offs_a, P, b, VALID, n_y,
+              sGy, sVy, REL: tl.constexpr, HAS_PAD: tl.constexpr, BY: tl.constexpr, DOT_PREC: tl.constexpr):
+    """y-blocks [f_lo, f_hi) unmasked when ``even``, [y_lo, f_lo) and [f_hi, y_hi) masked."""
+    f_lo = tl.minimum(tl.maximum(f_lo, y_lo), y_hi)
+    f_hi = tl.maximum(tl.minimum(f_hi, y_hi), f_lo)
+    f_lo = tl.where(even, f_lo, y_hi)
+    f_hi = tl.where(even, f_hi, y_hi)
+    for y0 in range(y_lo, f_lo, BY):
+        dp = _dk_step(dp, DO_rows, V_rows, y0, col0, x_in, a_ok, offs_a, P, b, VALID, n_y, sGy, sVy,
+                      REL, HAS_PAD, BY, DOT_PREC, True)
+    for y0 in range(f_lo, f_hi, BY):
         dp = _dk_step(dp, DO_rows, V_rows, y0, col0, x_in, a_ok, offs_a, P, b, VALID, n_y, sGy, sVy,
                       REL, HAS_PAD, BY, DOT_PREC, False)
     for y0 in range(f_hi, y_hi, BY):
@@ -360,7 +398,7 @@ def _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, f_hi, even, col0, x_in, a_ok, off
 #   SEG 1: self / decoder columns j, K column Ti + j, premise v
 # --------------------------------------------------------------------------
 @triton.jit
-def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
+def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPAN, ESPAN,
                sKb, sKh, sKx, sKa,
                sVb, sVh, sVa, sVy,
                sEb, sEh, sEa, sEy,
@@ -402,11 +440,12 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
 
     x_in = offs_x < Tq
     # interior y-blocks (no padding, full x/a tiles, premise rel true on the tile) skip masks
-    even = (not HAS_DPAD) and (not HAS_EPAD)
-    even = even & (xb * BX + BX <= Tq) & (a_first + BA <= n_a)
+    elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
+    even = _span_ok(DSPAN, b, HAS_DPAD) & _span_ok(ESPAN, b, HAS_EPAD)
+    even = even & (xb * BX + BX <= Tq) & (x_first >= dlo) & (x_first + BX <= dhi) & (a_first + BA <= n_a)
     dp = tl.zeros([BX, BA], tl.float32)
     if SEG == 0:
-        elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
+        even = even & (a_first >= elo) & (a_first + BA <= ehi)
         a_ok = _valid(EVALID, b, offs_a, Ti, HAS_EPAD)
         kok = x_ok[:, None] & a_ok[None, :]
         col = offs_a
@@ -414,13 +453,14 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
         y_lo = (elo // BY) * BY
         y_hi = tl.where(live, ehi, y_lo)
         VE_rows = VE + b64 * sEb + h64 * sEh + offs_a[:, None] * sEa            # (BA, 1)
-        dp = _dk_loops(dp, DO_rows, VE_rows, y_lo, y_hi, (Ti // BY) * BY, even, 0, x_in, a_ok, offs_a, P, b,
-                       EVALID, Ti, sGy, sEy, 0, HAS_EPAD, BY, DOT_PREC)
+        dp = _dk_loops(dp, DO_rows, VE_rows, y_lo, y_hi, ((elo + BY - 1) // BY) * BY, (ehi // BY) * BY, even,
+                       0, x_in, a_ok, offs_a, P, b, EVALID, Ti, sGy, sEy, 0, HAS_EPAD, BY, DOT_PREC)
     else:
         a_ok = _valid(DVALID, b, offs_a, Tt, HAS_DPAD)
         kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, KIND)
         col = Ti + offs_a
         live = live & (a_last >= dlo) & (a_first < dhi)
+        even = even & (a_first >= dlo) & (a_first + BA <= dhi)
         if KIND == 1 or KIND == 3:
             live = live & (a_first <= x_last)
         elif KIND == 2:
@@ -428,17 +468,16 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
         V_rows = V + b64 * sVb + h64 * sVh + offs_a[:, None] * sVa               # (BA, 1)
         if KIND == 3:
             # premise columns y in I (encoder-valid, always related) ...
-            elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
             y_lo = (elo // BY) * BY
             y_hi = tl.where(live, ehi, y_lo)
-            dp = _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, (Ti // BY) * BY, even, 0, x_in, a_ok, offs_a, P, b,
-                           EVALID, Ti, sGy, sVy, 0, HAS_EPAD, BY, DOT_PREC)
+            dp = _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, ((elo + BY - 1) // BY) * BY, (ehi // BY) * BY, even,
+                           0, x_in, a_ok, offs_a, P, b, EVALID, Ti, sGy, sVy, 0, HAS_EPAD, BY, DOT_PREC)
             # ... then decoder columns Ti + y' with y' <= a (causal)
             y_lo = (dlo // BY) * BY
             y_hi = tl.where(live, tl.minimum(tl.minimum(a_last + 1, Tt), dhi), y_lo)
-            f_hi = tl.minimum(((a_first + 1) // BY) * BY, (Tt // BY) * BY)
-            dp = _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, f_hi, even, Ti, x_in, a_ok, offs_a, P, b,
-                           DVALID, Tt, sGy, sVy, 1, HAS_DPAD, BY, DOT_PREC)
+            f_hi = tl.minimum(((a_first + 1) // BY) * BY, (dhi // BY) * BY)
+            dp = _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, ((dlo + BY - 1) // BY) * BY, f_hi, even, Ti,
+                           x_in, a_ok, offs_a, P, b, DVALID, Tt, sGy, sVy, 1, HAS_DPAD, BY, DOT_PREC)
         else:
             # premise v(a, y) needs rel(a, y): causal y <= a; prefix y <= a or y < P
             y_lo = (dlo // BY) * BY
@@ -449,9 +488,9 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
                 f_hi = (tl.maximum(a_first + 1, P) // BY) * BY
             else:
                 f_hi = Tt
-            f_hi = tl.minimum(f_hi, (Tt // BY) * BY)
-            dp = _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, f_hi, even, 0, x_in, a_ok, offs_a, P, b,
-                           DVALID, Tt, sGy, sVy, KIND, HAS_DPAD, BY, DOT_PREC)
+            f_hi = tl.minimum(f_hi, (dhi // BY) * BY)
+            dp = _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, ((dlo + BY - 1) // BY) * BY, f_hi, even, 0,
+                           x_in, a_ok, offs_a, P, b, DVALID, Tt, sGy, sVy, KIND, HAS_DPAD, BY, DOT_PREC)
 
     # kok is all False on a tile that is not live, so no K traffic there
     K_rows = K + b64 * sKb + h64 * sKh + offs_x[:, None] * sKx
@@ -491,7 +530,7 @@ def _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_o
 #   SEG 0: v_enc (a, y in I), K column a;  SEG 1: v (j in T, y in [0, Y)), K column Ti + j
 # --------------------------------------------------------------------------
 @triton.jit
-def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
+def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPAN, ESPAN,
                sKb, sKh, sKx, sKa,
                sGb, sGh, sGx, sGy,
                sWb, sWh, sWa, sWy,
@@ -525,8 +564,8 @@ def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
     y_first = yb * BY
     y_last = tl.minimum(y_first + BY, n_y) - 1
 
+    elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
     if SEG == 0:
-        elo, ehi = _bounds(ELO, EHI, b, Ti, HAS_EPAD)
         a_ok = _valid(EVALID, b, offs_a, Ti, HAS_EPAD)
         y_ok = _valid(EVALID, b, offs_y, Ti, HAS_EPAD)
         vok = a_ok[:, None] & y_ok[None, :]
@@ -573,10 +612,20 @@ def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
             f_lo = tl.where(a_last < P, 0, ((tl.maximum(a_last - q_off, 0) + BX - 1) // BX) * BX)
         else:
             f_lo = 0
-    even = (not HAS_DPAD) and (not HAS_EPAD)
+    even = _span_ok(DSPAN, b, HAS_DPAD) & _span_ok(ESPAN, b, HAS_EPAD)
     even = even & (a_first + BA <= n_a) & (y_first + BY <= n_y)
+    if SEG == 0:
+        even = even & (a_first >= elo) & (a_first + BA <= ehi) & (y_first >= elo) & (y_first + BY <= ehi)
+    elif KIND == 3:
+        even = even & (a_first >= dlo) & (a_first + BA <= dhi) \
+            & _enc_dec_cols_ok(y_first, y_last, Ti, elo, ehi, dlo, dhi)
+    else:
+        even = even & (a_first >= dlo) & (a_first + BA <= dhi) & (y_first >= dlo) & (y_first + BY <= dhi)
+    # rows inside the valid span [dlo, dhi) (absolute) -> relative to q_off
+    f_lo = tl.maximum(f_lo, ((tl.maximum(dlo - q_off, 0) + BX - 1) // BX) * BX)
+    f_hi = tl.minimum((Tq // BX) * BX, (tl.maximum(dhi - q_off, 0) // BX) * BX)
     f_lo = tl.minimum(tl.maximum(f_lo, x_lo), x_hi)
-    f_hi = tl.maximum(tl.minimum((Tq // BX) * BX, x_hi), f_lo)
+    f_hi = tl.maximum(tl.minimum(f_hi, x_hi), f_lo)
     f_lo = tl.where(even, f_lo, x_hi)
     f_hi = tl.where(even, f_hi, x_hi)
 

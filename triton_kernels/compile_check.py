@@ -26,6 +26,7 @@ _PTRS = {
     "K": "X", "V": "X", "VE": "X", "O": "X", "DO": "X", "DK": "X", "DV": "X",
     "LSE": "*fp32", "DELTA": "*fp32", "DVALID": "*i8", "EVALID": "*i8",
     "DLO": "*i32", "DHI": "*i32", "ELO": "*i32", "EHI": "*i32", "PLEN": "*i32",
+    "DSPAN": "*i8", "ESPAN": "*i8",
 }
 # strides of the last (contiguous) dimension: the wrapper guarantees 1, and the
 # JIT specialises an integer argument equal to 1 to a constant as well

@@ -201,6 +201,8 @@ class _Prep:
     elo: Tensor
     ehi: Tensor
     plen: Tensor
+    dspan: Tensor   # (B,) int8: 1 where the valid positions are exactly [lo, hi)
+    espan: Tensor
     has_dpad: bool
     has_epad: bool
 
@@ -219,15 +221,18 @@ def _span(valid: Tensor) -> Tuple[Tensor, Tensor]:
 
 
 def _pad_table(padding: Optional[Tensor], B: int, n: int, dev):
+    """(validity int8 (B, n), span lo, span hi, span-is-exact int8 (B,), has padding)."""
     empty = torch.zeros(1, dtype=torch.int32, device=dev)
     if padding is None or n == 0:
-        return torch.zeros(1, dtype=torch.int8, device=dev), empty, empty, False
+        return torch.zeros(1, dtype=torch.int8, device=dev), empty, empty, empty.to(torch.int8), False
     padding = padding.to(device=dev, dtype=torch.bool)
     if tuple(padding.shape) != (B, n):
         raise ValueError(f"padding mask has shape {tuple(padding.shape)}, expected {(B, n)}")
     valid = ~padding
     lo, hi = _span(valid)
-    return valid.to(torch.int8).contiguous(), lo, hi, True
+    # no holes inside [lo, hi): the kernels may treat whole tiles inside it as unmasked
+    exact = (valid.sum(1, dtype=torch.int32) == (hi - lo).clamp_min(0)).to(torch.int8).contiguous()
+    return valid.to(torch.int8).contiguous(), lo, hi, exact, True
 
 
 def _prepare(K: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor]) -> _Prep:
@@ -251,17 +256,17 @@ def _prepare(K: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor]) -> 
                              "expected K (B,H,Tq,T) and v (B,H,T,T)")
     if q_off < 0 or q_off + Tq > Tt:
         raise ValueError(f"query_offset={q_off} with {Tq} rows exceeds the sequence length {Tt}")
-    dvalid, dlo, dhi, has_d = _pad_table(mask.key_padding, B, Tt, dev)
+    dvalid, dlo, dhi, dspan, has_d = _pad_table(mask.key_padding, B, Tt, dev)
     if mask.kind == "encdec":
-        evalid, elo, ehi, has_e = _pad_table(mask.enc_padding, B, Ti, dev)
+        evalid, elo, ehi, espan, has_e = _pad_table(mask.enc_padding, B, Ti, dev)
     else:
-        evalid, elo, ehi, has_e = _pad_table(None, B, 0, dev)
+        evalid, elo, ehi, espan, has_e = _pad_table(None, B, 0, dev)
     if mask.kind == "prefix":
         plen = mask.prefix_lengths.to(device=dev, dtype=torch.int32).reshape(B).contiguous()
     else:
         plen = torch.zeros(1, dtype=torch.int32, device=dev)
     return _Prep(KIND_IDS[mask.kind], B, H, Tq, Ti, Tt, q_off, dvalid, dlo, dhi, evalid, elo, ehi, plen,
-                 has_d, has_e)
+                 dspan, espan, has_d, has_e)
 
 
 def _dot_precision(dtype: torch.dtype, interpret: bool) -> str:
@@ -295,7 +300,7 @@ def _forward(K, v, v_enc, pr: _Prep, cfg: TransConfig, interpret: bool):
         K, lse, *masks, *_s(K), H, Tq, pr.Ti, pr.Tt, pr.q_off,
         BX=cfg.lse_block_x, BA=cfg.lse_block_a, **consts, **lse_extra)
     kn._fwd_kernel[(_cdiv(Tq, cfg.block_x) * _cdiv(Y, cfg.block_y), B * H)](
-        K, v, ve, out, lse, *masks, *_s(K), *_s(v), *_s(ve), *_s(out),
+        K, v, ve, out, lse, *masks, pr.dspan, pr.espan, *_s(K), *_s(v), *_s(ve), *_s(out),
         H, Tq, pr.Ti, pr.Tt, pr.q_off,
         BX=cfg.block_x, BY=cfg.block_y, BA=cfg.block_a, DOT_PREC=_dot_precision(K.dtype, interpret),
         **consts, **extra)
@@ -328,7 +333,7 @@ def _backward(dout, K, v, v_enc, out, lse, pr: _Prep, cfg: TransConfig, interpre
             if n_a == 0:
                 continue
             kn._dk_kernel[(_cdiv(Tq, BX) * _cdiv(n_a, BA), B * H)](
-                K, v, ve, dout, lse, delta, dK, *masks,
+                K, v, ve, dout, lse, delta, dK, *masks, pr.dspan, pr.espan,
                 *_s(K), *_s(v), *_s(ve), *_s(dout), *_s(dK),
                 H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=seg,
                 BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
@@ -337,13 +342,13 @@ def _backward(dout, K, v, v_enc, out, lse, pr: _Prep, cfg: TransConfig, interpre
     if need_v:
         dv = torch.empty_like(v)
         kn._dv_kernel[(_cdiv(pr.Tt, BA) * _cdiv(Y, BY), B * H)](
-            K, dout, lse, dv, *masks, *_s(K), *_s(dout), *_s(dv),
+            K, dout, lse, dv, *masks, pr.dspan, pr.espan, *_s(K), *_s(dout), *_s(dv),
             H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=1,
             BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
     if need_ve and pr.kind == 3 and pr.Ti > 0:
         dve = torch.empty_like(v_enc)
         kn._dv_kernel[(_cdiv(pr.Ti, BA) * _cdiv(pr.Ti, BY), B * H)](
-            K, dout, lse, dve, *masks, *_s(K), *_s(dout), *_s(dve),
+            K, dout, lse, dve, *masks, pr.dspan, pr.espan, *_s(K), *_s(dout), *_s(dve),
             H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=0,
             BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
     elif need_ve and v_enc is not None:
