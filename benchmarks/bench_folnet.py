@@ -5,14 +5,15 @@ heads (12), FFN 3072; both are built in this process with the same seed and
 run the same masked-LM step (15% of the tokens predicted, cross-entropy,
 backward) on the same batch, for T in {64, 128, 256, 512}.  Runs alternate
 between the two models so that drift in the machine's speed hits both alike;
-the median step time is reported, with FOLNet/transformer ratios (wall time,
-and on a shared CPU the less noisy ratio of process CPU time).
+the best (minimum) step time over the repeats is reported, the least disturbed
+by other jobs on a shared machine, with FOLNet/transformer ratios (wall time, and
+process CPU time).  On CPU the default is one thread (``--threads``).
 
 Memory: on CUDA, the peak allocated memory of a step; on CPU (no allocator
 statistics), the bytes of tensors autograd saves for backward (unique
 storages), which is what dominates a training step's peak.
 
-Per-operator breakdown: forward+backward time of each operator (and of the two
+Per-operator breakdown: best forward+backward time of each operator (and of the two
 bool FFNs) of one FOLNet layer, run in isolation on layer-normed atoms of the
 right shapes, at the largest T.
 
@@ -21,7 +22,6 @@ right shapes, at the largest T.
 No speed target yet (issue 3).
 """
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -158,7 +158,7 @@ def op_breakdown(cfg, T, batch, device, repeats):
             if device.type == "cuda":
                 torch.cuda.synchronize()
             ts.append(time.perf_counter() - t0)
-        times[name] = statistics.median(ts[1:])
+        times[name] = min(ts[1:])
     return times
 
 
@@ -173,7 +173,11 @@ def main():
     p.add_argument("--ops", default="jmc.atp")
     p.add_argument("--breakdown-length", type=int, default=None, help="T of the per-operator table (default: largest)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads (default 1: on a shared machine, multi-threaded times swing by 10x)")
     args = p.parse_args()
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
     layers = args.layers or (12 if args.full else 2)
     device = torch.device(args.device)
     lengths = [int(t) for t in args.lengths.split(",")]
@@ -202,8 +206,8 @@ def main():
                 else:
                     res[key].append(dt)
                     cpu[key].append(dc)
-        tf, tt = statistics.median(res["f"]), statistics.median(res["t"])
-        cr = statistics.median(cpu["f"]) / statistics.median(cpu["t"])
+        tf, tt = min(res["f"]), min(res["t"])
+        cr = min(cpu["f"]) / min(cpu["t"])
         mf, mt = mem["f"] / 2 ** 20, mem["t"] / 2 ** 20
         print(f"| {T} | {tf:.3f} | {tt:.3f} | {tf / tt:.2f} | {cr:.2f} | {mf:.0f} | {mt:.0f} | {mf / mt:.2f} |",
               flush=True)
