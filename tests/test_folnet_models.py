@@ -283,3 +283,17 @@ def test_checkpoint_activations_saves_less():
         out.logsumexp(-1).sum().backward()
         saved[ckpt] = sum(seen.values())
     assert saved[True] < 0.5 * saved[False]
+
+
+def test_pretrained_encoder_loads_into_model_with_new_head():
+    """masked_lm checkpoint -> sentence_prediction fine-tuning (the new head keeps its init)."""
+    pre, d = build("folnet_tiny")
+    ft, _ = build("folnet_tiny", dictionary=d)
+    ft.register_classification_head("sentence_classification_head", num_classes=2)
+    ft.double()
+    head_before = {k: v.clone() for k, v in ft.classification_heads.state_dict().items()}
+    ft.load_state_dict(pre.state_dict(), strict=True)
+    for k, v in ft.classification_heads.state_dict().items():
+        torch.testing.assert_close(v, head_before[k])
+    for (k, a), (_, b) in zip(pre.encoder.state_dict().items(), ft.encoder.state_dict().items()):
+        torch.testing.assert_close(a, b)
