@@ -190,13 +190,14 @@ def test_trans_encdec():
     K, VD, VE = lin(op.kernel, u2n), lin(op.premise, u2n), lin(op.premise_enc, enc_u2)
     # appendix A.5:  y in T: sum_{a in T} K(x,a) v^D(a,y);  y in I: sum_{a in I} K v^E(a,y) + sum_{a in T} K v^D(a,y)
     ev, dv = ~enc_pad, ~dec_pad
-    ref = torch.zeros(B, Tt, Ti + Tt, H, dtype=torch.float64)
+    assert K.shape[-1] == D2  # trans has one scalar head per binary channel
+    ref = torch.zeros(B, Tt, Ti + Tt, D2, dtype=torch.float64)
     for b in range(B):
         for x in range(Tt):
             if not dv[b, x]:
                 continue
             allowed = [a for a in range(Ti) if ev[b, a]] + [Ti + a for a in range(x + 1) if dv[b, a]]
-            for h in range(H):
+            for h in range(D2):
                 p = dict(zip(allowed, naive_softmax([K[b, x, a, h].item() for a in allowed])))
                 for y in range(Ti + Tt):
                     acc = 0.0

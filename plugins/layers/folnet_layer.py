@@ -3,7 +3,7 @@
 Dual-branch, pre-LN:
     u1n, u2n = LN(u1), LN(u2)
     u1 <- u1 + W1 · sum_{op in unary ops}  op(u1n, u2n)         (B, X, D1)
-    u2 <- u2 + W2 · sum_{op in binary ops} op(u1n, u2n)         (B, X, A, D2)
+    u2 <- u2 + W2 · (assoc + prod) + Wt · trans                (B, X, A, D2)
     u1 <- u1 + FFN1(LN(u1))     bool, unary:  D1 -> FFN1 -> D1, GELU
     u2 <- u2 + FFN2(LN(u2))     bool, binary: D2 -> FFN2 -> D2, GELU
 and the binary atoms are multiplied by ``pair_ok`` (zero outside the allowed
@@ -11,7 +11,7 @@ pairs: causal binary atoms, padding).
 
 Incremental decoding: ``cache`` (a dict, per layer) holds the past column-side
 premises/kernels (join premise, cjoin kernel, assoc premise: (B, A, H, S)) and
-the past trans premise rows v_h(a, y) (B, H, A, Y); the layer then computes
+the past trans premise rows v_h(a, y) (B, D2, A, Y); the layer then computes
 only the newest rows.  For the encoder-decoder, ``enc`` holds the layer-normed
 encoder output ("u1" (B, Ti, D1e), "u2" (B, Ti, Ti, D2e)); its projections
 are prepended to the column side (appendix A.5) and cached as well.
@@ -64,7 +64,9 @@ class FolnetLayer(nn.Module):
                 ops[ch] = BINARY_MODULES[ch](d1, d2, heads, enc_dim=enc_dim)
         self.ops = nn.ModuleDict(ops)
         self.out1 = nn.Linear(d1, d1) if unary_ops else None
-        self.out2 = nn.Linear(heads, d2) if binary_ops else None
+        # assoc / prod give H channels, trans gives D2 (its "heads" are the binary channels)
+        self.out2 = nn.Linear(heads, d2) if set(binary_ops) & {"a", "p"} else None
+        self.out_t = nn.Linear(d2, d2) if "t" in binary_ops else None
         self.ffn_ln1, self.ffn_ln2 = nn.LayerNorm(d1), nn.LayerNorm(d2)
         self.ffn1 = BoolFFN(d1, ffn1, dropout)
         self.ffn2 = BoolFFN(d2, ffn2, dropout)
@@ -93,6 +95,7 @@ class FolnetLayer(nn.Module):
         u1n, u2n = self.ln1(u1), self.ln2(u2)
         unary = []
         binary = []
+        trans_out = None
         for ch, op in self.ops.items():
             if ch == "c":
                 unary.append(op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok))
@@ -105,7 +108,7 @@ class FolnetLayer(nn.Module):
             elif ch == "p":
                 binary.append(op(u1n, u2n, ok))
             elif ch == "t":
-                v = op.rows(u2n)  # (B, H, X, A)
+                v = op.rows(u2n)  # (B, D2, X, A)
                 if cache is not None:
                     if "t" in cache:
                         past = cache["t"]  # (B, H, Ap_rows, Ap_cols): new columns are zero for past rows
@@ -120,13 +123,17 @@ class FolnetLayer(nn.Module):
                         v_enc = op.rows_enc(enc["u2"])
                         if cache is not None:
                             cache["enc.t"] = v_enc
-                binary.append(op(u2n, v, mask.trans, v_enc))
+                trans_out = op(u2n, v, mask.trans, v_enc)  # (B, X, A, D2)
         if unary:
             s = torch.stack(unary).sum(0).flatten(-2)  # (B, X, D1)
             u1 = u1 + F.dropout(self.out1(s), p=self.dropout, training=self.training)
-        if binary:
-            s = torch.stack(binary).sum(0)  # (B, X, A, H)
-            u2 = (u2 + F.dropout(self.out2(s), p=self.dropout, training=self.training)) * okf
+        if binary or trans_out is not None:
+            d2_update = 0
+            if binary:
+                d2_update = self.out2(torch.stack(binary).sum(0))  # (B, X, A, H) -> D2
+            if trans_out is not None:
+                d2_update = d2_update + self.out_t(trans_out)  # (B, X, A, D2) -> D2
+            u2 = (u2 + F.dropout(d2_update, p=self.dropout, training=self.training)) * okf
         u1 = u1 + F.dropout(self.ffn1(self.ffn_ln1(u1)), p=self.dropout, training=self.training)
         u2 = (u2 + F.dropout(self.ffn2(self.ffn_ln2(u2)), p=self.dropout, training=self.training)) * okf
         return u1, u2

@@ -9,9 +9,10 @@ Notation (shapes in the comments):
 
 Every kernel K and premise v is a linear projection of those atoms; a kernel
 then gets its activation (softmax over the reduce axis, normalised only over
-allowed positions, or identity).  Unary-output operators return (B, X, H, S),
-binary-output operators return (B, X, A, H); the layer sums them per branch
-and projects the binary sum H -> D2.
+allowed positions, or identity).  Unary-output operators return (B, X, H, S);
+assoc and prod return (B, X, A, H) and trans (B, X, A, D2).  The layer sums
+them per branch and projects to D2 (H -> D2 for assoc + prod, D2 -> D2 for
+trans).
 
 Operators whose column side is a *unary* projection (join premise, cjoin
 kernel, assoc premise) expose it as a separate method, so the layer can cache
@@ -204,30 +205,32 @@ class Prod(nn.Module):
 class Trans(nn.Module):
     """t (B, B, B):  u_h(x, y) = sum_a softmax_a(K_h(x, a)) v_h(a, y)
 
-    K_h(x, a) (B, H, X, A) binary kernel, raw logits: the masked softmax over a
-    happens inside ``triton_kernels.trans``; v_h(a, y) (B, H, A, Y) binary
+    Every factor is binary, so h runs over the D2 binary channels (D2 = 64
+    scalar "heads" in folnet_base), not over the H unary heads.
+    K_h(x, a) (B, D2, X, A) binary kernel, raw logits: the masked softmax over a
+    happens inside ``triton_kernels.trans``; v_h(a, y) (B, D2, A, Y) binary
     premise (masked there too).  Encoder-decoder (A.5): a, y run over I ∪ T and
-    v^E_h(a, y) (B, H, Ti, Ti) comes from the encoder's binary atoms.
-    out (B, X, Y, H)
+    v^E_h(a, y) (B, D2, Ti, Ti) comes from the encoder's binary atoms.
+    out (B, X, Y, D2)
     """
 
     def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None,
                  enc_binary_dim: Optional[int] = None, impl: str = "auto"):
         super().__init__()
         self.impl = impl
-        self.kernel = nn.Linear(d2, heads)
-        self.premise = nn.Linear(d2, heads)
-        self.premise_enc = nn.Linear(enc_binary_dim, heads) if enc_binary_dim else None
+        self.kernel = nn.Linear(d2, d2)
+        self.premise = nn.Linear(d2, d2)
+        self.premise_enc = nn.Linear(enc_binary_dim, d2) if enc_binary_dim else None
 
     def rows(self, u2n: Tensor) -> Tensor:
-        return self.premise(u2n).permute(0, 3, 1, 2)  # v_h(a, y) (B, H, A, Y), a = these rows
+        return self.premise(u2n).permute(0, 3, 1, 2)  # v_h(a, y) (B, D2, A, Y), a = these rows
 
     def rows_enc(self, enc_u2n: Tensor) -> Tensor:
-        return self.premise_enc(enc_u2n).permute(0, 3, 1, 2)  # v^E (B, H, Ti, Ti)
+        return self.premise_enc(enc_u2n).permute(0, 3, 1, 2)  # v^E (B, D2, Ti, Ti)
 
     def forward(self, u2n: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor] = None) -> Tensor:
-        K = self.kernel(u2n).permute(0, 3, 1, 2)  # (B, H, X, A) raw logits
-        out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, H, X, Y)
+        K = self.kernel(u2n).permute(0, 3, 1, 2)  # (B, D2, X, A) raw logits
+        out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, D2, X, Y)
         return out.permute(0, 2, 3, 1)
 
 
