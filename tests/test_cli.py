@@ -1,0 +1,48 @@
+"""The nesyseq command: every subcommand documents its options, and bad input is
+one line naming the option or file, with exit status 2."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nesyseq_cli.main import COMMANDS, build_parser
+
+NESYSEQ = Path(sys.executable).parent / "nesyseq"
+
+
+def _sub_parsers(parser):
+    for action in parser._actions:
+        if hasattr(action, "choices") and isinstance(action.choices, dict):
+            yield from action.choices.items()
+
+
+def test_every_option_has_help():
+    top = build_parser()
+    seen = 0
+    for group, gp in _sub_parsers(top):
+        leaves = list(_sub_parsers(gp)) or [(None, gp)]
+        for _name, leaf in leaves:
+            for action in leaf._actions:
+                if action.option_strings and action.dest != "help":
+                    assert action.help, f"{group} {_name}: {action.option_strings} has no help"
+                    seen += 1
+    assert seen >= 20
+    assert {g for g, _ in COMMANDS} == {"prepare", "evaluate", "analyze", "quickstart"}
+
+
+@pytest.mark.parametrize("argv", [[], ["prepare", "math"], ["evaluate", "math"], ["analyze", "roles"],
+                                  ["quickstart"]])
+def test_help_runs(argv):
+    p = subprocess.run([str(NESYSEQ), *argv, "--help"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "usage: nesyseq" in p.stdout
+
+
+def test_bad_input_is_one_line(tmp_path):
+    data = tmp_path / "bin"
+    data.mkdir()
+    p = subprocess.run([str(NESYSEQ), "evaluate", "math", "--checkpoint", str(tmp_path / "missing.pt"),
+                        "--data", str(data)], capture_output=True, text=True, timeout=120)
+    err = [line for line in p.stderr.splitlines() if line.startswith("nesyseq: error:")]
+    assert p.returncode == 2 and len(err) == 1 and "--checkpoint" in err[0] and "missing.pt" in err[0]
+    assert "Traceback" not in p.stderr
