@@ -89,19 +89,21 @@ def variants(quick: bool) -> List[tuple]:
     for dtype in dtypes:
         import torch
         cfg = default_config(T=1024, dtype={"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[dtype])
-        prec = "ieee" if dtype != "fp32" else "tf32"
-        for kind, dpad, epad in kinds:
-            m = dict(KIND=kind, HAS_DPAD=dpad, HAS_EPAD=epad)
-            out.append(("_lse_kernel", dtype, dict(m, BX=cfg.lse_block_x, BA=cfg.lse_block_a), 4, 1))
-            out.append(("_fwd_kernel", dtype, dict(m, BX=cfg.block_x, BY=cfg.block_y, BA=cfg.block_a,
-                                                   DOT_PREC=prec), cfg.num_warps, cfg.num_stages))
-            for seg in ((0, 1) if kind == 3 else (1,)):
-                out.append(("_dk_kernel", dtype, dict(m, SEG=seg, BX=cfg.dk_block_x, BY=cfg.dk_block_y,
-                                                      BA=cfg.dk_block_a, DOT_PREC=prec),
-                            cfg.dk_num_warps, cfg.dk_num_stages))
-                out.append(("_dv_kernel", dtype, dict(m, SEG=seg, BX=cfg.dv_block_x, BY=cfg.dv_block_y,
-                                                      BA=cfg.dv_block_a, DOT_PREC=prec),
-                            cfg.dv_num_warps, cfg.dv_num_stages))
+        # fp32: IEEE by default (torch.backends.cuda.matmul.allow_tf32 is off), TF32 when enabled
+        for prec in (("ieee", "tf32") if dtype == "fp32" else ("ieee",)):
+            for kind, dpad, epad in kinds:
+                m = dict(KIND=kind, HAS_DPAD=dpad, HAS_EPAD=epad)
+                if prec == "ieee":
+                    out.append(("_lse_kernel", dtype, dict(m, BX=cfg.lse_block_x, BA=cfg.lse_block_a), 4, 1))
+                out.append(("_fwd_kernel", dtype, dict(m, BX=cfg.block_x, BY=cfg.block_y, BA=cfg.block_a,
+                                                       DOT_PREC=prec), cfg.num_warps, cfg.num_stages))
+                for seg in ((0, 1) if kind == 3 else (1,)):
+                    out.append(("_dk_kernel", dtype, dict(m, SEG=seg, BX=cfg.dk_block_x, BY=cfg.dk_block_y,
+                                                          BA=cfg.dk_block_a, DOT_PREC=prec),
+                                cfg.dk_num_warps, cfg.dk_num_stages))
+                    out.append(("_dv_kernel", dtype, dict(m, SEG=seg, BX=cfg.dv_block_x, BY=cfg.dv_block_y,
+                                                          BA=cfg.dv_block_a, DOT_PREC=prec),
+                                cfg.dv_num_warps, cfg.dv_num_stages))
         if dtype != "fp32" and not quick:  # the smaller forward tiles used below T = 512
             small = default_config(torch.float16, T=256)
             for kind, dpad, epad in kinds:

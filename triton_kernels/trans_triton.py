@@ -87,9 +87,9 @@ def default_config(dtype: torch.dtype, T: int = 1024) -> TransConfig:
     sm_90 without register spills (``python -m triton_kernels.compile_check``);
     not tuned on a device yet."""
     if dtype == torch.float32:
-        return TransConfig(block_x=64, block_y=64, block_a=32, num_warps=8, num_stages=2,
+        return TransConfig(block_x=64, block_y=64, block_a=32, num_warps=4, num_stages=2,
                            dk_block_x=64, dk_block_y=32, dk_block_a=64, dk_num_warps=8, dk_num_stages=1,
-                           dv_block_x=32, dv_block_y=64, dv_block_a=64, dv_num_warps=8, dv_num_stages=1)
+                           dv_block_x=32, dv_block_y=32, dv_block_a=32, dv_num_warps=4, dv_num_stages=1)
     if T >= 512:
         return TransConfig(block_x=128, block_y=128, block_a=32, num_warps=8, num_stages=3)
     return TransConfig()
