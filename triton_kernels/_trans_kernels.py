@@ -220,7 +220,9 @@ def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPA
     Y = Ti + Tt
     n_yb = tl.cdiv(Y, BY)
     pid = tl.program_id(0)
-    xb = pid // n_yb
+    # last row-blocks first: under causal masks they carry the most a-blocks,
+    # so the longest programs start first (shorter tail)
+    xb = tl.cdiv(Tq, BX) - 1 - pid // n_yb
     yb = pid % n_yb
     bh = tl.program_id(1)
     b = bh // H
@@ -415,8 +417,9 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
         n_a = Tt
     n_ab = tl.cdiv(n_a, BA)
     pid = tl.program_id(0)
-    xb = pid // n_ab
-    ab = pid % n_ab
+    # longest programs first under causal masks (large x and large a: longest y loop)
+    xb = tl.cdiv(Tq, BX) - 1 - pid // n_ab
+    ab = n_ab - 1 - pid % n_ab
     bh = tl.program_id(1)
     b = bh // H
     h = bh % H
