@@ -55,7 +55,6 @@ def make_batch(dictionary, batch, src_len, tgt_len, device):
         src[i, : src_len - src_lens[i]] = dictionary.pad()
         tgt[i, tgt_lens[i]:] = dictionary.pad()
     prev = torch.cat([torch.full((batch, 1), dictionary.eos()), tgt[:, :-1]], 1)
-    prev[prev == dictionary.pad()] = dictionary.pad()
     return src.to(device), src_lens.to(device), prev.to(device), tgt.to(device)
 
 

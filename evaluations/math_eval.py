@@ -14,25 +14,21 @@ Checkpoint selection never looks at these sets: fairseq-train selects on the
 """
 import argparse
 import csv
+import io
 import json
-import os
 import subprocess
-import sys
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from data_prep.math_generate import atomic_write_bytes
+from data_prep.math_preprocess import decode_chars
+from evaluations.plotting import pyplot, save_png
 from nesyseq_cli.errors import UserError
+from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
 
-SPACE = "\u2581"  # the visible placeholder for a space in the character vocabulary
 SUBSETS = OrderedDict([("test", "interpolate"), ("test1", "extrapolate")])
-USER_DIR = Path(__file__).resolve().parents[1] / "user_dir"
-
-
-def detokenize(line: str) -> str:
-    """'1 2 ▁ + ▁ 3' -> '12 + 3'  (characters are space-separated, ▁ is a space)."""
-    return "".join(line.split(" ")).replace(SPACE, " ")
 
 
 @dataclass
@@ -117,7 +113,7 @@ def score(generate_file: Path, modules_file: Path, split: str) -> SplitScore:
         ms.n += 1
         if "<unk>" in rec["T"].split(" "):
             ms.unk_targets += 1
-        elif detokenize(rec["H"]) == detokenize(rec["T"]):
+        elif decode_chars(rec["H"]) == decode_chars(rec["T"]):
             ms.correct += 1
     result.modules = dict(sorted(result.modules.items()))
     return result
@@ -126,9 +122,8 @@ def score(generate_file: Path, modules_file: Path, split: str) -> SplitScore:
 def run_generate(checkpoint: Path, data: Path, subset: str, out_dir: Path, beam: int,
                  batch_size: int, cpu: bool, extra_args: Optional[List[str]] = None) -> Path:
     """Decode ``subset`` with the stock fairseq-generate; returns generate-<subset>.txt."""
-    exe = Path(sys.executable).parent / "fairseq-generate"
     cmd = [
-        str(exe) if exe.exists() else "fairseq-generate", str(data),
+        fairseq_bin("fairseq-generate"), str(data),
         "--user-dir", str(USER_DIR), "--task", "translation", "-s", "src", "-t", "tgt",
         "--path", str(checkpoint), "--gen-subset", subset,
         "--beam", str(beam), "--nbest", "1", "--batch-size", str(batch_size),
@@ -140,10 +135,8 @@ def run_generate(checkpoint: Path, data: Path, subset: str, out_dir: Path, beam:
     if cpu:
         cmd.append("--cpu")
     cmd += list(extra_args or [])
-    env = dict(os.environ)
-    if cpu:  # decoding a small model on CPU: extra intra-op threads only spin
-        env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=small_cpu_env(cpu))
     log = out_dir / f"generate-{subset}.log"
     log.write_text(proc.stdout)
     if proc.returncode != 0:
@@ -159,13 +152,12 @@ def write_reports(scores: List[SplitScore], out_dir: Path, title: str = "") -> D
 
     rows = [(s.split, m.module, m.n, m.correct, m.accuracy, m.unk_targets)
             for s in scores for m in s.modules.values()]
-    tmp = out_dir / "results.csv.tmp"
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["split", "module", "n", "correct", "accuracy", "unk_targets"])
-        for split, module, n, correct, acc, unk in rows:
-            w.writerow([split, module, n, correct, f"{acc:.4f}", unk])
-    os.replace(tmp, out_dir / "results.csv")
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(["split", "module", "n", "correct", "accuracy", "unk_targets"])
+    for split, module, n, correct, acc, unk in rows:
+        w.writerow([split, module, n, correct, f"{acc:.4f}", unk])
+    _atomic_write(out_dir / "results.csv", buf.getvalue())
     paths["csv"] = out_dir / "results.csv"
 
     summary = {s.split: {"modules": len(s.modules), "examples": s.n,
@@ -202,13 +194,7 @@ def markdown_table(scores: List[SplitScore], title: str = "") -> str:
 
 
 def bar_chart(s: SplitScore, path: Path, title: str = "") -> None:
-    import logging
-
-    import matplotlib
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # no font-search debug lines
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     names = list(s.modules)
     accs = [100 * s.modules[n].accuracy for n in names]
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(names) + 1.5), 4.8))
@@ -221,19 +207,11 @@ def bar_chart(s: SplitScore, path: Path, title: str = "") -> None:
     ax.set_title(f"{title} {s.split}".strip() + f"\nmean {100 * s.mean_accuracy:.1f}% over "
                  f"{len(names)} modules, {s.above_95} above 95%", fontsize=9)
     fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_png(fig, path, dpi=110)
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_bytes(str(path), text.encode("utf-8"))
 
 
 def evaluate_math(checkpoint, data, out_dir=None, beam: int = 1, batch_size: int = 128,

@@ -6,16 +6,15 @@ the paper) and draw each problem as a row of characters on squares coloured by
 their role cluster.
 """
 import argparse
-import os
 import random
 from pathlib import Path
 from typing import List, Tuple
 
 import torch
 
+from data_prep.math_preprocess import SPACE
+from evaluations.plotting import pyplot, save_png
 from nesyseq_cli.errors import UserError
-
-SPACE = "\u2581"
 
 
 def kmeans(x: torch.Tensor, k: int, iters: int = 50, seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -90,13 +89,7 @@ def collect_roles(model, task, problems: List[str], head: int):
 
 
 def draw_grid(rows, labels_per_row, k: int, path: Path, title: str) -> None:
-    import logging
-
-    import matplotlib
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # no font-search debug lines
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     width = max(len(t) for t, _ in rows)
     fig, ax = plt.subplots(figsize=(0.16 * width + 1, 0.3 * len(rows) + 0.8))
     cmap = plt.get_cmap("tab20", max(k, 2))
@@ -110,10 +103,7 @@ def draw_grid(rows, labels_per_row, k: int, path: Path, title: str) -> None:
     ax.axis("off")
     ax.set_title(title, fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=130)
-    plt.close(fig)
-    os.replace(tmp, path)
+    save_png(fig, path, dpi=130)
 
 
 def analyze_roles(checkpoint, data, module: str, out: Path, n: int = 128, k: int = 20,

@@ -11,16 +11,14 @@
 Every number is computed in this run; the checkpoint folder is cleared first.
 """
 import argparse
-import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from nesyseq_cli.errors import UserError
+from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
 
-USER_DIR = Path(__file__).resolve().parents[1] / "user_dir"
 DEFAULT_MODULES = "numbers__place_value,comparison__pair,arithmetic__add_or_sub,numbers__round_number"
 
 
@@ -41,14 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=2, help="parallel generator processes")
 
 
-def _fairseq_bin(name: str) -> str:
-    exe = Path(sys.executable).parent / name
-    return str(exe) if exe.exists() else name
-
-
 def train_command(data: Path, save_dir: Path, args) -> list:
     return [
-        _fairseq_bin("fairseq-train"), str(data), "--user-dir", str(USER_DIR),
+        fairseq_bin("fairseq-train"), str(data), "--user-dir", str(USER_DIR),
         "--task", "translation", "-s", "src", "-t", "tgt", "--arch", args.arch,
         "--criterion", "cross_entropy",
         # paper: Adam, betas (0.9, 0.995), grad-norm clip 0.1; a larger lr for the tiny model
@@ -87,13 +80,9 @@ def run(args) -> int:
     t1 = time.time()
     print(f"[2/3] fairseq-train --arch {args.arch} for {args.max_update} updates", flush=True)
     log = save_dir / "train.log"
-    # A tiny model gains nothing from intra-op threads; on a busy 2-core box
-    # they spin against each other and a step gets many times slower.
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")
     with open(log, "w") as f:
         proc = subprocess.run(train_command(data, save_dir, args), stdout=f,
-                              stderr=subprocess.STDOUT, cwd=out, env=env)
+                              stderr=subprocess.STDOUT, cwd=out, env=small_cpu_env())
     if proc.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-8:])
         raise UserError(f"fairseq-train failed (log: {log}):\n{tail}")

@@ -18,7 +18,6 @@ Architectures:
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
@@ -31,7 +30,7 @@ from fairseq.models import (
     register_model,
     register_model_architecture,
 )
-from fairseq.utils import safe_getattr, safe_hasattr
+from fairseq.utils import safe_getattr
 
 from plugins.layers.tp_attention import TPMultiheadAttention
 from plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
@@ -277,7 +276,7 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
 
 def _set(args, name, value):
     """Apply a preset value unless the user gave one on the command line."""
-    if safe_getattr(args, name, None) is None or not safe_hasattr(args, name):
+    if safe_getattr(args, name, None) is None:
         setattr(args, name, value)
 
 
