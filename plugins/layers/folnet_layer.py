@@ -98,7 +98,9 @@ class FolnetLayer(nn.Module):
         trans_out = None
         for ch, op in self.ops.items():
             if ch == "c":
-                unary.append(op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok))
+                # rows share one column set only without causality (or with one row)
+                shared = mask.trans.kind == "none" or ok.shape[1] == 1
+                unary.append(op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok, shared))
             elif ch == "j":
                 unary.append(op(u2n, self._columns("j", op.columns(u1n), cache, enc), ok))
             elif ch == "m":

@@ -26,6 +26,7 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
+import torch.utils.checkpoint
 from torch import Tensor
 
 import triton_kernels
@@ -86,27 +87,50 @@ class Cjoin(nn.Module):
     def columns_enc(self, enc: Tensor) -> Tensor:
         return _heads(self.kernel_enc(enc), self.H)  # K over a in I (B, Ti, H, S)
 
-    def forward(self, K: Tensor, u2n: Tensor, pair_ok: Tensor) -> Tensor:
-        ok = pair_ok.to(u2n.dtype)
-        v = self.premise(u2n) * ok[..., None]  # (B, X, A, H)
-        # softmax_a K_hs(a) restricted to the allowed a of each row x, written as
-        # sum_a ok(x,a) e^{K(a)-c} v(x,a) / sum_a ok(x,a) e^{K(a)-c}.  The shift c
-        # (max over non-padding columns) cancels exactly in the ratio.
+    # rows per chunk of the exact path: keeps the (B, rows, A, H, S) tile near 2^22 elements
+    TILE = 1 << 22
+
+    def forward(self, K: Tensor, u2n: Tensor, pair_ok: Tensor, rows_share_columns: bool = False) -> Tensor:
+        """``rows_share_columns``: the caller guarantees that every row with an allowed
+        column allows the *same* columns (mask kind ``none``, or a single query row).
+        Then one shift per (b, h, s) is each row's own maximum and the cheap path is
+        exact.  Otherwise (causal / prefix / encdec) every row gets its own masked
+        shift, m(x) = max_{a: ok(x, a)} K(a), so no future column enters row x.
+        """
+        v = self.premise(u2n) * pair_ok[..., None].to(u2n.dtype)  # (B, X, A, H)
         acc = torch.float64 if K.dtype == torch.float64 else torch.float32
-        Kf = K.to(acc)
-        col_ok = pair_ok.any(dim=1)  # (B, A) columns allowed for some row
-        shift = Kf.masked_fill(~col_ok[:, :, None, None], torch.finfo(acc).min).amax(dim=1, keepdim=True)
-        E = torch.exp((Kf - shift.detach()).clamp(max=0)) * col_ok[:, :, None, None].to(acc)  # (B, A, H, S)
-        num = torch.einsum("bxah,bahs->bxhs", v.to(acc), E)
-        den = torch.einsum("bxa,bahs->bxhs", ok.to(acc), E)
-        out = torch.where(den > 0, num / den.clamp_min(torch.finfo(acc).tiny), torch.zeros_like(num))
-        # Safety net: a row whose allowed logits all lie far below the shift underflows
-        # to den == 0; recompute those (rare) rows exactly with their own normaliser.
-        bad = ((den == 0) & pair_ok.any(dim=-1)[:, :, None, None]).any(dim=-1).any(dim=-1)  # (B, X)
-        for b, x in bad.nonzero().tolist():
-            p = masked_softmax(Kf[b], pair_ok[b, x][:, None, None], dim=0)  # (A, H, S)
-            out[b, x] = torch.einsum("ah,ahs->hs", v[b, x].to(acc), p)
-        return out.to(u2n.dtype)
+        Kf, vf = K.to(acc), v.to(acc)
+        if rows_share_columns:
+            ok = pair_ok.to(acc)
+            col_ok = pair_ok.any(dim=1)  # (B, A): the one allowed set shared by the rows
+            shift = Kf.masked_fill(~col_ok[:, :, None, None], torch.finfo(acc).min).amax(dim=1, keepdim=True)
+            E = torch.exp(Kf - shift.detach()) * col_ok[:, :, None, None].to(acc)  # (B, A, H, S), max term 1
+            num = torch.einsum("bxah,bahs->bxhs", vf, E)
+            den = torch.einsum("bxa,bahs->bxhs", ok, E)  # >= 1 for rows with an allowed column
+            out = num / den.clamp_min(1.0) * (den > 0).to(acc)
+            return out.to(u2n.dtype)
+        # exact per-row masked softmax, in row chunks (recomputed in backward so
+        # the (B, rows, A, H, S) probabilities are never all alive at once)
+        B, X, A = pair_ok.shape
+        per_row = max(1, B * A * K.shape[-2] * K.shape[-1])
+        step = max(1, self.TILE // per_row)
+        outs = []
+        for x0 in range(0, X, step):
+            args = (Kf, vf[:, x0:x0 + step], pair_ok[:, x0:x0 + step])
+            if torch.is_grad_enabled() and (Kf.requires_grad or vf.requires_grad) and X > step:
+                outs.append(torch.utils.checkpoint.checkpoint(_cjoin_rows, *args, use_reentrant=False))
+            else:
+                outs.append(_cjoin_rows(*args))
+        return torch.cat(outs, dim=1).to(u2n.dtype)
+
+
+def _cjoin_rows(Kf: Tensor, vf: Tensor, ok: Tensor) -> Tensor:
+    """u_hs(x) = sum_a softmax_{a: ok(x,a)}(K_hs(a)) v_h(x, a) for a chunk of rows.
+
+    Kf (B, A, H, S), vf (B, Xc, A, H), ok (B, Xc, A) -> (B, Xc, H, S)
+    """
+    P = masked_softmax(Kf[:, None].expand(-1, ok.shape[1], -1, -1, -1), ok[..., None, None], dim=2)
+    return torch.einsum("bxah,bxahs->bxhs", vf, P)  # P (B, Xc, A, H, S): per-row shift, 0 if none allowed
 
 
 class Join(nn.Module):
