@@ -18,15 +18,15 @@ B, T, H, S, D2 = 2, 6, 2, 3, 4
 def naive_cjoin(op, K, u2n, ok):
     """u_hs(x) = sum_{a: ok(x,a)} softmax_a(K_hs(a)) v_h(x, a), one row at a time, in fp64."""
     K, u2n = K.double(), u2n.double()
-    v = torch.einsum("bxad,hd->bxah", u2n, op.premise.weight.double()) + op.premise.bias.double()
-    out = torch.zeros(*ok.shape[:2], H, S, dtype=torch.float64)
+    v = torch.einsum("bxad,sd->bxas", u2n, op.premise.weight.double()) + op.premise.bias.double()
+    out = torch.zeros(*ok.shape[:2], S, H, dtype=torch.float64)
     for b in range(ok.shape[0]):
         for x in range(ok.shape[1]):
             allowed = ok[b, x].nonzero().flatten()
             if len(allowed) == 0:
                 continue
-            p = torch.softmax(K[b, allowed], dim=0)  # (n, H, S), this row's own normaliser
-            out[b, x] = torch.einsum("nh,nhs->hs", v[b, x, allowed], p)
+            p = torch.softmax(K[b, allowed], dim=0)  # (n, S, H), this row's own normaliser
+            out[b, x] = torch.einsum("ns,nsh->sh", v[b, x, allowed], p)
     return out
 
 
@@ -36,7 +36,7 @@ def test_future_logit_leaves_past_rows_exact(dtype, big):
     op = Cjoin(H * S, D2, H).to(dtype)
     pad = torch.tensor([[False] * T, [False] * (T - 1) + [True]])
     mask = self_mask("causal", pad)
-    K = torch.randn(B, T, H, S, dtype=dtype)
+    K = torch.randn(B, T, S, H, dtype=dtype)
     K[0, T - 1] = big  # the last column: future for every row but the last
     K[1, T - 2] = big  # batch 1: its last real column
     u2n = torch.randn(B, T, T, D2, dtype=dtype)
@@ -53,7 +53,7 @@ def test_shared_column_path_is_exact_for_encoder_masks():
     torch.manual_seed(1)
     op = Cjoin(H * S, D2, H)
     mask = self_mask("none", torch.tensor([[False] * T, [True] + [False] * (T - 1)]))
-    K = torch.randn(B, T, H, S)
+    K = torch.randn(B, T, S, H)
     K[:, 2] = 95.0
     u2n = torch.randn(B, T, T, D2)
     out = op(K, u2n, mask.pair_ok, rows_share_columns=True)
@@ -67,7 +67,6 @@ def _scaled_lm(scale, ops="jmc.atp"):
     with torch.no_grad():
         for layer in model.decoder.stack.layers:
             layer.ops["c"].kernel.weight.mul_(scale)
-            layer.ops["c"].kernel.bias.mul_(scale)
     return model, d
 
 
@@ -104,7 +103,7 @@ def test_row_chunks_and_their_recomputed_backward_match_one_chunk(monkeypatch):
     torch.manual_seed(2)
     op = Cjoin(H * S, D2, H).double()
     mask = self_mask("causal", torch.zeros(B, T, dtype=torch.bool))
-    K0 = torch.randn(B, T, H, S, dtype=torch.float64)
+    K0 = torch.randn(B, T, S, H, dtype=torch.float64)
     u0 = torch.randn(B, T, T, D2, dtype=torch.float64)
 
     def run():
