@@ -172,7 +172,7 @@ def op_breakdown(cfg, T, batch, device, repeats):
     ops.update({ch: BINARY_MODULES[ch](d1, d2, H).to(device) for ch in "ap"})
     ops["t"] = Trans(d1, d2, H, impl=str(cfg.folnet_trans_impl)).to(device)
     calls = {
-        "cjoin (c)": lambda: ops["c"](ops["c"].columns(u1n), u2n, ok),
+        "cjoin (c)": lambda: ops["c"](ops["c"].columns(u1n), u2n, ok, True, transpose=True),  # encoder form
         "join (j)": lambda: ops["j"](u2n, ops["j"].columns(u1n), ok),
         "mu (m)": lambda: ops["m"](u2n, ok),
         "assoc (a)": lambda: ops["a"](u1n, ops["a"].columns(u1n)),
