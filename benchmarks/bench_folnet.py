@@ -19,6 +19,9 @@ right shapes, at the largest T.
 
     python benchmarks/bench_folnet.py            # --quick: 2 layers, batch 1 (default on CPU)
     python benchmarks/bench_folnet.py --full     # the real folnet_base depth (12 layers)
+    python benchmarks/bench_folnet.py --full --official-repo /tmp/folnet_official
+        # + the authors' model (tencent-ailab/FOLNet folnet.py, imported from that checkout,
+        #   never copied here) as a third column, same process, same batch, same MLM step
 No speed target yet (issue 3).
 """
 import argparse
@@ -37,7 +40,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY  # noqa: E402
 from fairseq.models.roberta import RobertaModel  # noqa: E402
 from plugins.layers.folnet_masks import self_mask  # noqa: E402
 from plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans  # noqa: E402
-from plugins.layers.folnet_layer import BoolFFN  # noqa: E402
+from plugins.layers.folnet_layer import BinaryBool, BoolFFN  # noqa: E402
 from plugins.models.folnet import FolnetConfig, FolnetModel  # noqa: E402
 
 
@@ -66,6 +69,40 @@ def build_transformer(d, layers, device):
     ARCH_CONFIG_REGISTRY["roberta_base"](args)
     torch.manual_seed(0)
     return RobertaModel.build_model(args, _Task(d)).to(device)
+
+
+OFFICIAL_NAMES = {"c": "cjoin", "j": "join", "m": "mu", "a": "assoc", "p": "prod", "t": "trans"}
+
+
+def build_official(repo, d, layers, ops, device):
+    """The official FOLNet (folnet_base widths) + its BERT MLM head, run like a fairseq MLM model."""
+    sys.path.insert(0, str(Path(repo).resolve()))
+    import folnet as official  # noqa: E402  (the authors' file from --official-repo)
+    from config_folnet import FOLNetConfig  # noqa: E402
+
+    left, right = ops.split(".")
+    cfg = FOLNetConfig(
+        hidden_act="gelu", hidden_dropout_prob=0.0, layer_norm_eps=1e-12, initializer_range=0.02,
+        max_position_offset=64, absolute_position=False, relative_position=True, vocab_size=len(d),
+        type_vocab_size=2, diag_link=False, num_layers=layers, boolean_type="mlp",
+        mixer_ops={0: None, 1: tuple(OFFICIAL_NAMES[c] for c in left if c != "b"),
+                   2: tuple(OFFICIAL_NAMES[c] for c in right)},
+        predicate_dims=(0, 768, 64), intermediate_dims=(0, 3072, 256), num_heads=12, head_size=64,
+        hidden_size=768)
+
+    class OfficialMLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.folnet = official.FOLNet(cfg)
+            self.head = official.BertLMPredictionHead(cfg)
+            self.head.decoder.weight = self.folnet.encoder.word_embd.weight  # tied, as in the official pretraining
+
+        def forward(self, x, masked_tokens=None):
+            seq, _, _ = self.folnet(x)
+            return self.head(seq[masked_tokens]), None
+
+    torch.manual_seed(0)
+    return OfficialMLM().to(device)
 
 
 def make_batch(d, batch, T, device):
@@ -135,7 +172,7 @@ def op_breakdown(cfg, T, batch, device, repeats):
     ops.update({ch: BINARY_MODULES[ch](d1, d2, H).to(device) for ch in "ap"})
     ops["t"] = Trans(d1, d2, H, impl=str(cfg.folnet_trans_impl)).to(device)
     calls = {
-        "cjoin (c)": lambda: ops["c"](ops["c"].columns(u1n), u2n, ok),
+        "cjoin (c)": lambda: ops["c"](ops["c"].columns(u1n), u2n, ok, True, transpose=True),  # encoder form
         "join (j)": lambda: ops["j"](u2n, ops["j"].columns(u1n), ok),
         "mu (m)": lambda: ops["m"](u2n, ok),
         "assoc (a)": lambda: ops["a"](u1n, ops["a"].columns(u1n)),
@@ -143,9 +180,9 @@ def op_breakdown(cfg, T, batch, device, repeats):
         "trans (t)": lambda: ops["t"](u2n, ops["t"].rows(u2n), mask.trans),
     }
     ffn1 = BoolFFN(d1, cfg.folnet_ffn_unary, 0.0).to(device)
-    ffn2 = BoolFFN(d2, cfg.folnet_ffn_binary, 0.0).to(device)
+    ffn2 = BinaryBool(d2, cfg.folnet_ffn_binary).to(device)
     calls["bool FFN unary"] = lambda: ffn1(u1n)
-    calls["bool FFN binary"] = lambda: ffn2(u2n)
+    calls["bool FFN binary"] = lambda: ffn2(u2n, u2n.transpose(1, 2))
     times = {}
     for name, fn in calls.items():
         ts = []
@@ -173,6 +210,8 @@ def main():
     p.add_argument("--ops", default="jmc.atp")
     p.add_argument("--breakdown-length", type=int, default=None, help="T of the per-operator table (default: largest)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--official-repo", default=None,
+                   help="checkout of tencent-ailab/FOLNet: adds the official model as a third column")
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads (default 1: on a shared machine, multi-threaded times swing by 10x)")
     args = p.parse_args()
@@ -184,22 +223,27 @@ def main():
     d = dictionary()
     folnet, cfg = build_folnet(d, layers, args.ops, device)
     trf = build_transformer(d, layers, device)
+    off = build_official(args.official_repo, d, layers, args.ops, device) if args.official_repo else None
     nparam = lambda m: sum(p.numel() for p in m.parameters()) / 1e6  # noqa: E731
     dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
     mem_kind = "peak allocated" if device.type == "cuda" else "saved for backward"
     print(f"# device: {dev_name}; torch {torch.__version__}")
     print(f"# FOLNet folnet_base widths, ops {args.ops}, L={layers}: {nparam(folnet):.1f}M params; "
           f"transformer (RoBERTa, D=768, H=12, FFN 3072, L={layers}): {nparam(trf):.1f}M params; batch {args.batch}")
+    if off is not None:
+        print(f"# official FOLNet (folnet.py from {args.official_repo}) + BERT MLM head: {nparam(off):.1f}M params")
+    off_cols = " official step (s) | official/ours time | official/ours CPU time |" if off is not None else ""
     print(f"| T | FOLNet step (s) | transformer step (s) | time ratio | CPU-time ratio | FOLNet mem (MiB, {mem_kind}) | "
-          f"transformer mem (MiB) | memory ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"transformer mem (MiB) | memory ratio |{off_cols}")
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|---|" if off is not None else ""))
     for T in lengths:
         batch = make_batch(d, args.batch, T, device)
-        res = {"f": [], "t": []}
-        cpu = {"f": [], "t": []}
+        res = {"f": [], "t": [], "o": []}
+        cpu = {"f": [], "t": [], "o": []}
         mem = {}
+        models = (("f", folnet), ("t", trf)) + ((("o", off),) if off is not None else ())
         for r in range(args.repeats + 1):
-            for key, model in (("f", folnet), ("t", trf)):
+            for key, model in models:
                 dt, dc, m = step(model, batch, device, measure_memory=(r == 0))
                 if r == 0:
                     mem[key] = m
@@ -209,10 +253,14 @@ def main():
         tf, tt = min(res["f"]), min(res["t"])
         cr = min(cpu["f"]) / min(cpu["t"])
         mf, mt = mem["f"] / 2 ** 20, mem["t"] / 2 ** 20
-        print(f"| {T} | {tf:.3f} | {tt:.3f} | {tf / tt:.2f} | {cr:.2f} | {mf:.0f} | {mt:.0f} | {mf / mt:.2f} |",
+        extra = ""
+        if off is not None:
+            to = min(res["o"])
+            extra = f" {to:.3f} | {to / tf:.2f} | {min(cpu['o']) / min(cpu['f']):.2f} |"
+        print(f"| {T} | {tf:.3f} | {tt:.3f} | {tf / tt:.2f} | {cr:.2f} | {mf:.0f} | {mt:.0f} | {mf / mt:.2f} |{extra}",
               flush=True)
     T = args.breakdown_length or max(lengths)
-    del folnet, trf
+    del folnet, trf, off
     times = op_breakdown(cfg, T, args.batch, device, args.repeats)
     total = sum(times.values())
     print(f"\n# per-operator forward+backward, one layer, T={T}, batch {args.batch}")

@@ -16,7 +16,8 @@ D1 = H * S
 
 def lin(m, x):
     """An independent application of an nn.Linear: x W^T + b."""
-    return torch.einsum("...i,oi->...o", x, m.weight) + m.bias
+    y = torch.einsum("...i,oi->...o", x, m.weight)
+    return y if m.bias is None else y + m.bias
 
 
 def naive_softmax(vals):
@@ -74,7 +75,7 @@ def test_cjoin(mname):
     op = make(Cjoin)
     u1n, u1c, u2n = inputs(mask)
     out = op(op.columns(u1c), u2n, mask.pair_ok)
-    K, v = lin(op.kernel, u1c).view(B, -1, H, S), lin(op.premise, u2n)
+    K, v = lin(op.kernel, u1c).view(B, -1, S, H), lin(op.premise, u2n)  # official (S, H) split, S premise channels
     ok = mask.pair_ok
     ref = torch.zeros_like(out)
     for b in range(B):
@@ -82,10 +83,10 @@ def test_cjoin(mname):
             allowed = [a for a in range(ok.shape[2]) if ok[b, x, a]]
             if not allowed:
                 continue
-            for h in range(H):
-                for s in range(S):  # u_hs(x) = sum_a K_hs(a) v_h(x,a), softmax over allowed a
-                    p = naive_softmax([K[b, a, h, s].item() for a in allowed])
-                    ref[b, x, h, s] = sum(pi * v[b, x, a, h] for pi, a in zip(p, allowed))
+            for s in range(S):
+                for h in range(H):  # u_sh(x) = sum_a K_sh(a) v_s(x,a), softmax over allowed a
+                    p = naive_softmax([K[b, a, s, h].item() for a in allowed])
+                    ref[b, x, s, h] = sum(pi * v[b, x, a, s] for pi, a in zip(p, allowed))
     torch.testing.assert_close(out, ref)
 
 
@@ -95,7 +96,8 @@ def test_mu(mname):
     op = make(Mu)
     _, _, u2n = inputs(mask)
     out = op(u2n, mask.pair_ok)
-    K, v = lin(op.kernel, u2n), lin(op.premise, u2n)
+    r = lin(op.reader, u2n)
+    K, v = r[..., :H], r[..., H:]  # one reader: kernel first, premise after
     ok = mask.pair_ok
     ref = torch.zeros_like(out)
     for b in range(B):
@@ -247,9 +249,9 @@ def test_cjoin_extreme_logits_match_naive():
     op = make(Cjoin)
     _, _, u2n = inputs(mask)
     A = mask.pair_ok.shape[2]
-    K = torch.zeros(B, A, H, S, dtype=torch.float64)
-    K[:, 0] = torch.randn(B, H, S, dtype=torch.float64)
-    K[:, 1:] = 2000.0 + torch.randn(B, A - 1, H, S, dtype=torch.float64)  # exp(-2000) underflows even in fp64
+    K = torch.zeros(B, A, S, H, dtype=torch.float64)
+    K[:, 0] = torch.randn(B, S, H, dtype=torch.float64)
+    K[:, 1:] = 2000.0 + torch.randn(B, A - 1, S, H, dtype=torch.float64)  # exp(-2000) underflows even in fp64
     out = op(K, u2n, mask.pair_ok)
     v = lin(op.premise, u2n)
     ok = mask.pair_ok
@@ -257,10 +259,10 @@ def test_cjoin_extreme_logits_match_naive():
     for b in range(B):
         for x in range(ok.shape[1]):
             allowed = [a for a in range(A) if ok[b, x, a]]
-            for h in range(H):
-                for s in range(S):
+            for s in range(S):
+                for h in range(H):
                     if allowed:
-                        p = naive_softmax([K[b, a, h, s].item() for a in allowed])
-                        ref[b, x, h, s] = sum(pi * v[b, x, a, h] for pi, a in zip(p, allowed))
+                        p = naive_softmax([K[b, a, s, h].item() for a in allowed])
+                        ref[b, x, s, h] = sum(pi * v[b, x, a, s] for pi, a in zip(p, allowed))
     torch.testing.assert_close(out, ref)
     assert torch.isfinite(out).all()

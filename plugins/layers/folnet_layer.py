@@ -1,13 +1,16 @@
 """One FOLNet layer (one step of forward chaining) and a stack of them.
 
-Dual-branch, pre-LN:
-    u1n, u2n = LN(u1), LN(u2)
-    u1 <- u1 + W1 · sum_{op in unary ops}  op(u1n, u2n)         (B, X, D1)
-    u2 <- u2 + W2 · (assoc + prod) + Wt · trans                (B, X, A, D2)
-    u1 <- u1 + FFN1(LN(u1))     bool, unary:  D1 -> FFN1 -> D1, GELU
-    u2 <- u2 + FFN2(LN(u2))     bool, binary: D2 -> FFN2 -> D2, GELU
-and the binary atoms are multiplied by ``pair_ok`` (zero outside the allowed
-pairs: causal binary atoms, padding).
+Dual-branch, pre-LN, the official architecture (folnet.py:588-683):
+    u1n, u2n = LN(u1), LN(u2)                          non-affine, eps 1e-12
+    u1 <- u1 + drop(sum_{op in c,j,m} W_op · op(u1n, u2n))        (B, X, D1)
+    u2 <- u2 + drop(sum_{op in a,p,t} W_op · op(u1n, u2n))        (B, X, A, D2)
+    u1 <- u1 + drop(bool1(LN(u1)))    D1 -> FFN1 -> D1, GELU
+    u2 <- u2 + drop(bool2(LN(u2)))    [u2(x,y); u2^T(x,y)] 2·D2 -> FFN2 -> D2, GELU, + skip(u2^T)
+Every operator has its own writer W_op.  u2^T is u2(y, x) in the encoder
+(folnet.py:561-564); decoders use u2(y, x)·pair_ok(x, y), which with causal
+binary atoms is the diagonal only (no future row is read).  The binary atoms
+are multiplied by ``pair_ok`` (zero outside the allowed pairs: causal binary
+atoms, padding).
 
 Incremental decoding: ``cache`` (a dict, per layer) holds the past column-side
 premises/kernels (join premise, cjoin kernel, assoc premise: (B, A, H, S)) and
@@ -30,18 +33,61 @@ from plugins.layers.folnet_masks import FolnetMask
 from plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans
 
 
-class BoolFFN(nn.Module):
-    """b: u_hs(x) = sum_w K_hw(x) v_ws(x), implemented as the GELU FFN (D -> F -> D)."""
+def layer_norm(dim: int) -> nn.LayerNorm:
+    """The official LN: no affine parameters, eps 1e-12 (folnet.py:84)."""
+    return nn.LayerNorm(dim, eps=1e-12, elementwise_affine=False)
 
-    def __init__(self, dim: int, hidden: int, dropout: float):
+
+class BoolFFN(nn.Module):
+    """b (unary): u_hs(x) = sum_w K_hw(x) v_ws(x), the GELU FFN D -> F -> D (folnet.py:540-571).
+
+    ``dropout`` is kept for callers' signatures; the official bool has no inner dropout.
+    """
+
+    def __init__(self, dim: int, hidden: int, dropout: float = 0.0):
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden)
         self.fc2 = nn.Linear(hidden, dim)
-        self.dropout = dropout
 
     def forward(self, x: Tensor) -> Tensor:
-        h = F.dropout(F.gelu(self.fc1(x)), p=self.dropout, training=self.training)
-        return self.fc2(h)
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class BinaryBool(nn.Module):
+    """b (binary): u(x, y) = W2 GELU(W1 [u(x,y); uT(x,y)]) + Ws uT(x,y)   (folnet.py:559-571)
+
+    u, uT (B, X, A, D2) -> (B, X, A, D2); uT is u(y, x) (encoder) or its causal-safe form.
+    """
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.fc1 = nn.Linear(2 * dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim)
+        self.skip = nn.Linear(dim, dim)
+
+    def forward(self, u: Tensor, uT: Tensor) -> Tensor:
+        return self.fc2(F.gelu(self.fc1(torch.cat([u, uT], dim=-1)))) + self.skip(uT)
+
+
+def transposed_binary(u2n: Tensor, mask: FolnetMask) -> Tensor:
+    """u(y, x) for the binary bool, without reading a future row.
+
+    Square self masks (all rows, offset 0): u(y, x)·pair_ok(x, y)·pair_ok(y, x); for the
+    encoder (mask ``none``) that is u(y, x) with padding zeroed, for causal atoms the
+    diagonal.  Otherwise (incremental rows, encoder-decoder columns) only the diagonal
+    u(x, x) can be allowed both ways, so that is what is kept.
+    """
+    ok = mask.pair_ok
+    B, X, A = ok.shape
+    if X == A and mask.trans.query_offset == 0 and mask.trans.kind != "encdec":
+        both = (ok & ok.transpose(1, 2))[..., None].to(u2n.dtype)
+        return u2n.transpose(1, 2) * both
+    # diagonal: row i is absolute position offset + i, at column [Ti +] offset + i
+    base = A - mask.trans.key_padding.shape[1] if mask.trans.kind == "encdec" else 0
+    cols = torch.arange(X, device=ok.device) + mask.trans.query_offset + base
+    diag = torch.zeros(X, A, dtype=u2n.dtype, device=u2n.device)
+    diag[torch.arange(X, device=ok.device), cols] = 1
+    return u2n * (diag[None, :, :, None] * ok[..., None].to(u2n.dtype))
 
 
 class FolnetLayer(nn.Module):
@@ -53,23 +99,23 @@ class FolnetLayer(nn.Module):
             raise ValueError(f"--folnet-unary-dim {d1} must be divisible by --folnet-heads {heads}")
         self.unary_ops, self.binary_ops = unary_ops, binary_ops
         self.dropout = dropout
-        self.ln1, self.ln2 = nn.LayerNorm(d1), nn.LayerNorm(d2)
+        self.ln1, self.ln2 = layer_norm(d1), layer_norm(d2)
         ops = {}
         for ch in unary_ops:
-            ops[ch] = UNARY_MODULES[ch](d1, d2, heads, enc_dim=enc_dim)
+            ops[ch] = UNARY_MODULES[ch](d1, d2, heads, enc_dim=enc_dim, dropout=dropout)
         for ch in binary_ops:
             if ch == "t":
                 ops[ch] = Trans(d1, d2, heads, enc_dim=enc_dim, enc_binary_dim=enc_binary_dim, impl=trans_impl)
             else:
-                ops[ch] = BINARY_MODULES[ch](d1, d2, heads, enc_dim=enc_dim)
+                ops[ch] = BINARY_MODULES[ch](d1, d2, heads, enc_dim=enc_dim, dropout=dropout)
         self.ops = nn.ModuleDict(ops)
-        self.out1 = nn.Linear(d1, d1) if unary_ops else None
-        # assoc / prod give H channels, trans gives D2 (its "heads" are the binary channels)
-        self.out2 = nn.Linear(heads, d2) if set(binary_ops) & {"a", "p"} else None
-        self.out_t = nn.Linear(d2, d2) if "t" in binary_ops else None
-        self.ffn_ln1, self.ffn_ln2 = nn.LayerNorm(d1), nn.LayerNorm(d2)
-        self.ffn1 = BoolFFN(d1, ffn1, dropout)
-        self.ffn2 = BoolFFN(d2, ffn2, dropout)
+        # one writer per operator (folnet.py:325, 370, 406, 434, 467, 493): unary ops give
+        # D1 = H*S channels, assoc / prod H, trans D2
+        width = {"c": d1, "j": d1, "m": d1, "a": heads, "p": heads, "t": d2}
+        self.writers = nn.ModuleDict({ch: nn.Linear(width[ch], d1 if ch in "cjm" else d2) for ch in ops})
+        self.ffn_ln1, self.ffn_ln2 = layer_norm(d1), layer_norm(d2)
+        self.ffn1 = BoolFFN(d1, ffn1)
+        self.ffn2 = BinaryBool(d2, ffn2)
 
     def _columns(self, ch: str, new: Tensor, cache: Optional[Dict[str, Tensor]], enc: Optional[dict]) -> Tensor:
         """Column-side unary term over all positions: [enc part ;] cached past ; new rows."""
@@ -95,18 +141,21 @@ class FolnetLayer(nn.Module):
         u1n, u2n = self.ln1(u1), self.ln2(u2)
         unary = []
         binary = []
-        trans_out = None
         for ch, op in self.ops.items():
             if ch == "c":
-                unary.append(op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok))
+                # rows share one column set only without causality (or with one row)
+                shared = mask.trans.kind == "none" or ok.shape[1] == 1
+                rows = mask.trans.kind == "none" and ok.shape[1] == ok.shape[2]  # official: contract rows
+                out = op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok, shared or rows, transpose=rows)
+                unary.append(self.writers["c"](out.flatten(-2)))
             elif ch == "j":
-                unary.append(op(u2n, self._columns("j", op.columns(u1n), cache, enc), ok))
+                unary.append(self.writers["j"](op(u2n, self._columns("j", op.columns(u1n), cache, enc), ok).flatten(-2)))
             elif ch == "m":
-                unary.append(op(u2n, ok))
+                unary.append(self.writers["m"](op(u2n, ok).flatten(-2)))
             elif ch == "a":
-                binary.append(op(u1n, self._columns("a", op.columns(u1n), cache, enc)))
+                binary.append(self.writers["a"](op(u1n, self._columns("a", op.columns(u1n), cache, enc))))
             elif ch == "p":
-                binary.append(op(u1n, u2n, ok))
+                binary.append(self.writers["p"](op(u1n, u2n, ok)))
             elif ch == "t":
                 v = op.rows(u2n)  # (B, D2, X, A)
                 if cache is not None:
@@ -123,20 +172,24 @@ class FolnetLayer(nn.Module):
                         v_enc = op.rows_enc(enc["u2"])
                         if cache is not None:
                             cache["enc.t"] = v_enc
-                trans_out = op(u2n, v, mask.trans, v_enc)  # (B, X, A, D2)
+                binary.append(self.writers["t"](op(u2n, v, mask.trans, v_enc)))  # (B, X, A, D2)
         if unary:
-            s = torch.stack(unary).sum(0).flatten(-2)  # (B, X, D1)
-            u1 = u1 + F.dropout(self.out1(s), p=self.dropout, training=self.training)
-        if binary or trans_out is not None:
-            d2_update = 0
-            if binary:
-                d2_update = self.out2(torch.stack(binary).sum(0))  # (B, X, A, H) -> D2
-            if trans_out is not None:
-                d2_update = d2_update + self.out_t(trans_out)  # (B, X, A, D2) -> D2
-            u2 = (u2 + F.dropout(d2_update, p=self.dropout, training=self.training)) * okf
+            u1 = u1 + F.dropout(sum(unary), p=self.dropout, training=self.training)
+        if binary:
+            u2 = (u2 + F.dropout(sum(binary), p=self.dropout, training=self.training)) * okf
         u1 = u1 + F.dropout(self.ffn1(self.ffn_ln1(u1)), p=self.dropout, training=self.training)
-        u2 = (u2 + F.dropout(self.ffn2(self.ffn_ln2(u2)), p=self.dropout, training=self.training)) * okf
+        u2n = self.ffn_ln2(u2)
+        u2 = (u2 + F.dropout(self.ffn2(u2n, transposed_binary(u2n, mask)), p=self.dropout,
+                             training=self.training)) * okf
         return u1, u2
+
+
+def official_init(m: nn.Module, std: float = 0.02):
+    """N(0, 0.02) weights, zero biases (folnet.py:63-76)."""
+    if isinstance(m, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(m.weight, mean=0.0, std=std)
+    if isinstance(m, nn.Linear) and m.bias is not None:
+        nn.init.zeros_(m.bias)
 
 
 class FolnetStack(nn.Module):
@@ -145,9 +198,10 @@ class FolnetStack(nn.Module):
     def __init__(self, layers: int, checkpoint_activations: bool = False, **layer_kwargs):
         super().__init__()
         self.layers = nn.ModuleList([FolnetLayer(**layer_kwargs) for _ in range(layers)])
-        self.ln1 = nn.LayerNorm(layer_kwargs["d1"])
-        self.ln2 = nn.LayerNorm(layer_kwargs["d2"])
+        self.ln1 = layer_norm(layer_kwargs["d1"])
+        self.ln2 = layer_norm(layer_kwargs["d2"])
         self.checkpoint_activations = checkpoint_activations
+        self.apply(official_init)
 
     def forward(self, u1: Tensor, u2: Tensor, mask: FolnetMask, caches: Optional[list] = None,
                 enc: Optional[dict] = None, return_all_hiddens: bool = False):

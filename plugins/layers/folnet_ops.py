@@ -26,6 +26,8 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import Tensor
 
 import triton_kernels
@@ -66,47 +68,84 @@ def _heads(t: Tensor, H: int) -> Tensor:
 
 
 class Cjoin(nn.Module):
-    """c (U, U, B):  u_hs(x) = sum_a softmax_a(K_hs(a)) v_h(x, a)
+    """c (U, U, B):  u_sh(x) = sum_a softmax_a(K_sh(a)) v_s(x, a)
 
-    K_hs(a) (B, A, H, S) unary kernel, softmax over a (only the a allowed for x)
-    v_h(x, a) (B, X, A, H) binary premise, masked (Table 5)
-    out (B, X, H, S)
+    Official parameterisation (folnet.py:307-354): kernel D1 -> D1 without bias,
+    split (S, H) (S outer); premise D2 -> S; output flattened s-major.
+    K_sh(a) (B, A, S, H) unary kernel, softmax over a (only the a allowed for x)
+    v_s(x, a) (B, X, A, S) binary premise, masked (Table 5)
+    out (B, X, S, H)
+    The encoder passes ``transpose=True``: v_s(a, x), the official contraction
+    over the *row* index (folnet.py:350-351); decoders keep v_s(x, a), which
+    reads no future row.
     """
 
-    def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None):
+    def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None, dropout: float = 0.0):
         super().__init__()
-        self.H = heads
-        self.kernel = nn.Linear(d1, d1)
-        self.premise = nn.Linear(d2, heads)
-        self.kernel_enc = nn.Linear(enc_dim, d1) if enc_dim else None
+        self.H, self.S = heads, d1 // heads
+        self.dropout = dropout
+        self.kernel = nn.Linear(d1, d1, bias=False)
+        self.premise = nn.Linear(d2, d1 // heads)
+        self.kernel_enc = nn.Linear(enc_dim, d1, bias=False) if enc_dim else None
+
+    def _split(self, t: Tensor) -> Tensor:
+        return t.view(*t.shape[:-1], self.S, self.H)  # (..., D1) -> (..., S, H)
 
     def columns(self, u1n: Tensor) -> Tensor:
-        return _heads(self.kernel(u1n), self.H)  # K (B, A, H, S) logits
+        return self._split(self.kernel(u1n))  # K (B, A, S, H) logits
 
     def columns_enc(self, enc: Tensor) -> Tensor:
-        return _heads(self.kernel_enc(enc), self.H)  # K over a in I (B, Ti, H, S)
+        return self._split(self.kernel_enc(enc))  # K over a in I (B, Ti, S, H)
 
-    def forward(self, K: Tensor, u2n: Tensor, pair_ok: Tensor) -> Tensor:
-        ok = pair_ok.to(u2n.dtype)
-        v = self.premise(u2n) * ok[..., None]  # (B, X, A, H)
-        # softmax_a K_hs(a) restricted to the allowed a of each row x, written as
-        # sum_a ok(x,a) e^{K(a)-c} v(x,a) / sum_a ok(x,a) e^{K(a)-c}.  The shift c
-        # (max over non-padding columns) cancels exactly in the ratio.
+    # rows per chunk of the exact path: keeps the (B, rows, A, H, S) tile near 2^22 elements
+    TILE = 1 << 22
+
+    def forward(self, K: Tensor, u2n: Tensor, pair_ok: Tensor, rows_share_columns: bool = False,
+                transpose: bool = False) -> Tensor:
+        """``rows_share_columns``: the caller guarantees that every row with an allowed
+        column allows the *same* columns (mask kind ``none``, or a single query row).
+        Then one shift per (b, h, s) is each row's own maximum and the cheap path is
+        exact.  Otherwise (causal / prefix / encdec) every row gets its own masked
+        shift, m(x) = max_{a: ok(x, a)} K(a), so no future column enters row x.
+        """
+        v = self.premise(u2n)  # (B, X, A, S)
+        if transpose:  # official encoder form: v_s(a, x); needs a square, symmetric pair_ok
+            v = v.transpose(1, 2)
+        v = v * pair_ok[..., None].to(u2n.dtype)
         acc = torch.float64 if K.dtype == torch.float64 else torch.float32
-        Kf = K.to(acc)
-        col_ok = pair_ok.any(dim=1)  # (B, A) columns allowed for some row
-        shift = Kf.masked_fill(~col_ok[:, :, None, None], torch.finfo(acc).min).amax(dim=1, keepdim=True)
-        E = torch.exp((Kf - shift.detach()).clamp(max=0)) * col_ok[:, :, None, None].to(acc)  # (B, A, H, S)
-        num = torch.einsum("bxah,bahs->bxhs", v.to(acc), E)
-        den = torch.einsum("bxa,bahs->bxhs", ok.to(acc), E)
-        out = torch.where(den > 0, num / den.clamp_min(torch.finfo(acc).tiny), torch.zeros_like(num))
-        # Safety net: a row whose allowed logits all lie far below the shift underflows
-        # to den == 0; recompute those (rare) rows exactly with their own normaliser.
-        bad = ((den == 0) & pair_ok.any(dim=-1)[:, :, None, None]).any(dim=-1).any(dim=-1)  # (B, X)
-        for b, x in bad.nonzero().tolist():
-            p = masked_softmax(Kf[b], pair_ok[b, x][:, None, None], dim=0)  # (A, H, S)
-            out[b, x] = torch.einsum("ah,ahs->hs", v[b, x].to(acc), p)
-        return out.to(u2n.dtype)
+        Kf, vf = K.to(acc), v.to(acc)
+        if rows_share_columns:
+            col_ok = pair_ok.any(dim=1)[:, :, None, None]  # (B, A, 1, 1): the one allowed set shared by the rows
+            shift = Kf.masked_fill(~col_ok, torch.finfo(acc).min).amax(dim=1, keepdim=True)
+            E = torch.exp(Kf - shift.detach()) * col_ok.to(acc)  # (B, A, S, H), max term 1
+            P = E / E.sum(dim=1, keepdim=True).clamp_min(1.0)  # softmax_a, a unary kernel
+            P = F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:349
+            return torch.einsum("bxah,bahs->bxhs", vf, P).to(u2n.dtype)  # rows without columns: v = 0
+        # exact per-row masked softmax, in row chunks (recomputed in backward so
+        # the (B, rows, A, H, S) probabilities are never all alive at once)
+        B, X, A = pair_ok.shape
+        per_row = max(1, B * A * K.shape[-2] * K.shape[-1])
+        step = max(1, self.TILE // per_row)
+        outs = []
+        for x0 in range(0, X, step):
+            args = (Kf, vf[:, x0:x0 + step], pair_ok[:, x0:x0 + step], self.dropout if self.training else 0.0)
+            if torch.is_grad_enabled() and (Kf.requires_grad or vf.requires_grad) and X > step:
+                outs.append(torch.utils.checkpoint.checkpoint(_cjoin_rows, *args, use_reentrant=False))
+            else:
+                outs.append(_cjoin_rows(*args))
+        return torch.cat(outs, dim=1).to(u2n.dtype)
+
+
+def _cjoin_rows(Kf: Tensor, vf: Tensor, ok: Tensor, p_drop: float = 0.0) -> Tensor:
+    """u_sh(x) = sum_a softmax_{a: ok(x,a)}(K_sh(a)) v_s(x, a) for a chunk of rows.
+
+    Kf (B, A, S, H), vf (B, Xc, A, S), ok (B, Xc, A) -> (B, Xc, S, H)
+    (the einsum letters below read h for the premise axis S, s for H)
+    """
+    P = masked_softmax(Kf[:, None].expand(-1, ok.shape[1], -1, -1, -1), ok[..., None, None], dim=2)
+    if p_drop > 0:
+        P = F.dropout(P, p=p_drop, training=True)
+    return torch.einsum("bxah,bxahs->bxhs", vf, P)  # P (B, Xc, A, H, S): per-row shift, 0 if none allowed
 
 
 class Join(nn.Module):
@@ -117,11 +156,12 @@ class Join(nn.Module):
     out (B, X, H, S)
     """
 
-    def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None):
+    def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None, dropout: float = 0.0):
         super().__init__()
         self.H = heads
-        self.kernel = nn.Linear(d2, heads)
-        self.premise = nn.Linear(d1, d1)
+        self.dropout = dropout
+        self.kernel = nn.Linear(d2, heads, bias=False)  # folnet.py:368
+        self.premise = nn.Linear(d1, d1)  # folnet.py:367
         self.premise_enc = nn.Linear(enc_dim, d1) if enc_dim else None
 
     def columns(self, u1n: Tensor) -> Tensor:
@@ -132,6 +172,7 @@ class Join(nn.Module):
 
     def forward(self, u2n: Tensor, v: Tensor, pair_ok: Tensor) -> Tensor:
         K = masked_softmax(self.kernel(u2n), pair_ok[..., None], dim=2)  # (B, X, A, H)
+        K = F.dropout(K, p=self.dropout, training=self.training)  # folnet.py:380
         return torch.einsum("bxah,bahs->bxhs", K, v)
 
 
@@ -143,14 +184,16 @@ class Mu(nn.Module):
     out (B, X, H, S)
     """
 
-    def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None):
+    def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None, dropout: float = 0.0):
         super().__init__()
-        self.kernel = nn.Linear(d2, heads)
-        self.premise = nn.Linear(d2, d1 // heads)
+        self.H = heads
+        # one reader D2 -> H + S without bias: kernel first, premise after (folnet.py:400-411)
+        self.reader = nn.Linear(d2, heads + d1 // heads, bias=False)
 
     def forward(self, u2n: Tensor, pair_ok: Tensor) -> Tensor:
-        K = masked_softmax(self.kernel(u2n), pair_ok[..., None], dim=2)  # (B, X, A, H)
-        v = self.premise(u2n) * pair_ok[..., None].to(u2n.dtype)  # (B, X, A, S)
+        r = self.reader(u2n)
+        K = masked_softmax(r[..., : self.H], pair_ok[..., None], dim=2)  # (B, X, A, H)
+        v = r[..., self.H:] * pair_ok[..., None].to(u2n.dtype)  # (B, X, A, S)
         return torch.einsum("bxah,bxas->bxhs", K, v)
 
 
@@ -162,7 +205,7 @@ class Assoc(nn.Module):
     out (B, X, Y, H), scaled by 1/sqrt(S) (a constant folded into the kernel)
     """
 
-    def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None):
+    def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None, dropout: float = 0.0):
         super().__init__()
         self.H = heads
         self.scale = (d1 // heads) ** -0.5
@@ -189,7 +232,7 @@ class Prod(nn.Module):
     out (B, X, Y, H), scaled by 1/sqrt(S)
     """
 
-    def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None):
+    def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None, dropout: float = 0.0):
         super().__init__()
         self.H = heads
         self.scale = (d1 // heads) ** -0.5
@@ -218,9 +261,9 @@ class Trans(nn.Module):
                  enc_binary_dim: Optional[int] = None, impl: str = "auto"):
         super().__init__()
         self.impl = impl
-        self.kernel = nn.Linear(d2, d2)
-        self.premise = nn.Linear(d2, d2)
-        self.premise_enc = nn.Linear(enc_binary_dim, d2) if enc_binary_dim else None
+        self.kernel = nn.Linear(d2, d2, bias=False)  # official reader D2 -> 2*D2 has no bias (folnet.py:491)
+        self.premise = nn.Linear(d2, d2, bias=False)
+        self.premise_enc = nn.Linear(enc_binary_dim, d2, bias=False) if enc_binary_dim else None
 
     def rows(self, u2n: Tensor) -> Tensor:
         return self.premise(u2n).permute(0, 3, 1, 2)  # v_h(a, y) (B, D2, A, Y), a = these rows

@@ -10,10 +10,10 @@ the two sentences of a RoBERTa pair ``<s> A </s> </s> B </s>``.
 """
 
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import Optional
 
+import torch
 import torch.nn as nn
 from torch import Tensor
 
@@ -22,13 +22,14 @@ from fairseq.models import FairseqEncoder, FairseqEncoderModel, register_model, 
 from fairseq.models.roberta.model import RobertaClassificationHead, RobertaLMHead
 from fairseq.utils import safe_getattr
 
-from plugins.layers.folnet_layer import FolnetStack
+from plugins.layers.folnet_layer import FolnetStack, layer_norm
 from plugins.layers.folnet_masks import real_positions, self_mask
 from plugins.layers.folnet_ops import parse_ops
 from plugins.layers.folnet_rpe import RelativeDistanceEmbedding, relative_distance_ids, segments_from_separators
 
 logger = logging.getLogger(__name__)
 
+TOKEN_TYPES = 2  # the official type_vocab_size
 TRANS_IMPL_CHOICES = ChoiceEnum(["auto", "triton", "torch"])
 
 
@@ -81,10 +82,14 @@ class FolnetEncoderCore(nn.Module):
         super().__init__()
         self.embed_tokens = embed_tokens
         self.padding_idx = embed_tokens.padding_idx
-        self.embed_scale = math.sqrt(cfg.folnet_unary_dim)
         self.cls, self.separator = cls, separator
         self.dropout = cfg.dropout
+        # token-type (segment) embedding: the paper's SeqID atoms, 2 types (folnet.py:187, :242-244)
+        self.embed_types = nn.Embedding(TOKEN_TYPES, cfg.folnet_unary_dim)
+        nn.init.normal_(self.embed_types.weight, mean=0.0, std=0.02)
         self.rpe = RelativeDistanceEmbedding(cfg.folnet_rpe_clip, cfg.folnet_binary_dim)
+        # both input embeddings: LN (non-affine, eps 1e-12) then dropout (folnet.py:271-274)
+        self.ln_u1, self.ln_u2 = layer_norm(cfg.folnet_unary_dim), layer_norm(cfg.folnet_binary_dim)
         self.stack = FolnetStack(**stack_kwargs(cfg, layers))
 
     def forward(self, tokens: Tensor, return_all_hiddens: bool = False):
@@ -93,8 +98,12 @@ class FolnetEncoderCore(nn.Module):
         seg = segments_from_separators(tokens, self.separator, padding) if self.separator is not None else None
         mask = self_mask("none", padding)
         ids = relative_distance_ids(pos, pos, self.rpe.clip, seg, seg, cls=self.cls)  # (B, T, T)
-        u1 = nn.functional.dropout(self.embed_scale * self.embed_tokens(tokens), self.dropout, self.training)
-        u2 = self.rpe(ids) * mask.pair_ok[..., None].to(u1.dtype)
+        types = seg.clamp(max=TOKEN_TYPES - 1) if seg is not None else torch.zeros_like(tokens)
+        self.last_token_types = types  # the segment ids the model saw (tests check them)
+        u1 = self.embed_tokens(tokens) + self.embed_types(types)  # no sqrt(D1) scale
+        u1 = nn.functional.dropout(self.ln_u1(u1), self.dropout, self.training)
+        u2 = nn.functional.dropout(self.ln_u2(self.rpe(ids)), self.dropout, self.training)
+        u2 = u2 * mask.pair_ok[..., None].to(u1.dtype)
         u1, u2, hiddens = self.stack(u1, u2, mask, return_all_hiddens=return_all_hiddens)
         return u1, u2, padding, hiddens
 

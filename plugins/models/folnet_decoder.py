@@ -15,7 +15,6 @@ segments of all past tokens; each step computes only the newest row.
 """
 from __future__ import annotations
 
-import math
 from typing import Dict, List, Optional
 
 import torch
@@ -25,7 +24,7 @@ from torch import Tensor
 
 from fairseq.models import FairseqIncrementalDecoder
 
-from plugins.layers.folnet_layer import FolnetStack
+from plugins.layers.folnet_layer import FolnetStack, layer_norm
 from plugins.layers.folnet_masks import encdec_mask, real_positions, self_mask
 from plugins.layers.folnet_rpe import CROSS, RelativeDistanceEmbedding, relative_distance_ids
 
@@ -41,7 +40,8 @@ class FolnetDecoder(FairseqIncrementalDecoder):
         self.cross = cross
         self.embed_tokens = embed_tokens
         self.padding_idx = embed_tokens.padding_idx
-        self.embed_scale = math.sqrt(cfg.folnet_unary_dim)
+        # input embeddings as in the encoder: LN (non-affine, eps 1e-12) + dropout, no sqrt(D1) scale
+        self.ln_u1, self.ln_u2 = layer_norm(cfg.folnet_unary_dim), layer_norm(cfg.folnet_binary_dim)
         self.dropout = cfg.dropout
         self.rpe = RelativeDistanceEmbedding(cfg.folnet_rpe_clip, cfg.folnet_binary_dim)
         enc_dim = cfg.folnet_unary_dim if cross else None
@@ -51,7 +51,7 @@ class FolnetDecoder(FairseqIncrementalDecoder):
 
     # ------------------------------------------------------------------ helpers
     def _embed(self, tokens: Tensor) -> Tensor:
-        return F.dropout(self.embed_scale * self.embed_tokens(tokens), self.dropout, self.training)
+        return F.dropout(self.ln_u1(self.embed_tokens(tokens)), self.dropout, self.training)
 
     def _layer_caches(self, state: Dict[str, Tensor]) -> List[Dict[str, Tensor]]:
         caches = [dict() for _ in self.stack.layers]
@@ -129,7 +129,8 @@ class FolnetDecoder(FairseqIncrementalDecoder):
             mask = self_mask(kind, pad, query_offset=offset, num_rows=rows, prefix_lengths=prefix_lengths)
             ids = relative_distance_ids(new_pos, pos, self.rpe.clip, new_seg, seg)
         u1 = self._embed(new_tokens)  # (B, X, D1)
-        u2 = self.rpe(ids) * mask.pair_ok[..., None].to(u1.dtype)  # (B, X, A, D2)
+        u2 = F.dropout(self.ln_u2(self.rpe(ids)), self.dropout, self.training)
+        u2 = u2 * mask.pair_ok[..., None].to(u1.dtype)  # (B, X, A, D2)
         u1, u2, hiddens = self.stack(u1, u2, mask, caches=caches, enc=enc, return_all_hiddens=return_all_hiddens)
 
         if incremental_state is not None:
