@@ -132,12 +132,13 @@ def test_embedding_role_and_init():
     torch.manual_seed(1)
     emb = TPEmbedding(50, 64, padding_idx=1, max_positions=40)
     W = emb.role.weight
-    assert abs(W.mean().item() - 1.0) < 0.05 and abs(W.std().item() - 1.0) < 0.05  # W^(p) ~ N(1,1)
-    assert abs(emb.embed_tokens.weight[2:].std().item() - 1.0) < 0.05  # E ~ N(0,1)
+    # authors' code (models/tp-transformer.py:181-187): W^(p) ~ N(0, 1/d), E ~ N(0, 1/d)
+    assert abs(W.mean().item()) < 0.01 and abs(W.std().item() * 8.0 - 1.0) < 0.05
+    assert abs(emb.embed_tokens.weight[2:].std().item() * 8.0 - 1.0) < 0.05
     tokens = torch.tensor([[5, 6, 7]])
     pos = torch.arange(3)[None]
     e = emb.embed_tokens.weight[tokens] * 8.0 + sinusoidal_table(40, 64)[pos]
-    want = e * (e @ W.T + emb.role.bias)  # z0 = e ⊙ (W^(p) e + b^(p))
+    want = e * (e @ W.T + emb.role.bias + 1.0)  # z0 = e ⊙ (W^(p) e + b^(p) + 1)
     torch.testing.assert_close(emb(tokens, pos), want)
     # sinusoid: p[t, 2i] = sin(t / 10000^(2i/d))
     assert math.isclose(sinusoidal_table(10, 8)[3, 2].item(), math.sin(3 / 10000 ** (2 / 8)), rel_tol=1e-6)

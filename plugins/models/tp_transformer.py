@@ -57,7 +57,16 @@ class TPTransformerConfig(FairseqDataclass):
         default="xavier", metadata={"help": "init of the per-head role projections W^(r): "
                                             "'xavier' (paper) or 'default' (torch's nn.Linear "
                                             "init, what the reference code effectively uses)"})
-    embed_init_std: float = field(default=1.0, metadata={"help": "E ~ N(0, std^2); the paper uses 1"})
+    embed_init_std: Optional[float] = field(
+        default=None, metadata={"help": "E ~ N(0, std^2); default 1/sqrt(d) as the authors' code, "
+                                        "so that E*sqrt(d) ~ N(0,1) (the paper's 'N(0,1)')"})
+    embedding_role_init_mean: float = field(
+        default=0.0, metadata={"help": "W^(p) ~ N(mean, std^2) of the embedding role (eq. 2)"})
+    embedding_role_init_std: Optional[float] = field(
+        default=None, metadata={"help": "std of W^(p); default 1/sqrt(d) as the authors' code"})
+    embedding_role_offset: float = field(
+        default=1.0, metadata={"help": "r = W^(p) e + b^(p) + offset; 1 (authors' code) makes "
+                                       "r ~ N(1,1) at init (the paper's 'N(1,1)')"})
     untie_embeddings: bool = field(
         default=False, metadata={"help": "separate encoder, decoder and output embeddings instead "
                                          "of the paper's one shared E (eq. 8, joined dictionary)"})
@@ -259,7 +268,10 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
         def make_embedding(dictionary):
             return TPEmbedding(len(dictionary), cfg.encoder_embed_dim, dictionary.pad(),
                                max_positions=max_pos, embedding_role=not cfg.no_embedding_role,
-                               embed_init_std=cfg.embed_init_std)
+                               embed_init_std=cfg.embed_init_std,
+                               role_init_mean=cfg.embedding_role_init_mean,
+                               role_init_std=cfg.embedding_role_init_std,
+                               role_offset=cfg.embedding_role_offset)
 
         if not cfg.untie_embeddings:
             if src_dict != tgt_dict:
