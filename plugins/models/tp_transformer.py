@@ -15,6 +15,7 @@ Architectures:
     tp_transformer_tiny / transformer_math_tiny   small presets for CPU tests
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -305,6 +306,20 @@ def tp_transformer_base(args):
     _set(args, "no_role_binding", False)
     _set(args, "no_embedding_role", False)
     _set(args, "untie_embeddings", False)
+    _set_remaining_defaults(args)
+
+
+def _set_remaining_defaults(args):
+    """Every other config field gets its dataclass default, as fairseq's own
+    ``base_architecture`` functions do, so ``task.build_model(Namespace)`` (older
+    scripts, argparse-era checkpoints) sees a complete config."""
+    for name, f in TPTransformerConfig.__dataclass_fields__.items():
+        if name.startswith("_") or hasattr(args, name):
+            continue
+        if f.default_factory is not dataclasses.MISSING:
+            setattr(args, name, f.default_factory())
+        elif f.default is not dataclasses.MISSING:
+            setattr(args, name, f.default)
 
 
 @register_model_architecture("tp_transformer", "tp_transformer_math")
