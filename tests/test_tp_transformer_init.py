@@ -77,3 +77,31 @@ def test_half_precision_forward_is_finite(math_model):
         logits, _ = m16(src, torch.full((2,), 16), prev)
     assert z0.dtype == torch.float16
     assert torch.isfinite(z0).all() and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("role_init", ["default", "xavier"])
+def test_role_init_covers_every_attention_projection(role_init):
+    """--role-init default = torch's nn.Linear init for W_q, W_k, W_v, W^(r), W_o and
+    their biases (the authors' code never calls SelfAttention.reset_parameters);
+    xavier = Xavier-uniform blocks and zero biases. Reference: a fresh nn.Linear(d, d)."""
+    torch.manual_seed(0)
+    d = 512
+    ref = torch.nn.Linear(d, d)
+    want_w = ref.weight.std().item() if role_init == "default" else math.sqrt(2.0 / (2 * d))
+    want_b = ref.bias.abs().max().item() if role_init == "default" else 0.0
+    args = argparse.Namespace(arch="tp_transformer_math", role_init=role_init)
+    model = models.build_model(args, _Task(_dict()))
+    blocks = []
+    for layer in list(model.encoder.layers) + list(model.decoder.layers):
+        for attn in (getattr(layer, n) for n in ("self_attn", "cross_attn") if hasattr(layer, n)):
+            lins = ([attn.in_proj] if attn.self_attention else [attn.q_proj, attn.kv_proj])
+            for lin in lins + [attn.out_proj]:
+                blocks += list(zip(lin.weight.split(d), lin.bias.split(d)))
+    assert len(blocks) == 6 * 5 + 6 * 10  # q r k v o per attention module
+    for w, b in blocks:
+        assert abs(w.std().item() / want_w - 1) < 0.02
+        if role_init == "default":
+            assert w.abs().max() <= 1 / math.sqrt(d) and b.abs().max() <= 1 / math.sqrt(d)
+            assert b.abs().max().item() > 0.9 * want_b
+        else:
+            assert b.abs().max().item() == 0.0

@@ -55,9 +55,10 @@ class TPTransformerConfig(FairseqDataclass):
     no_embedding_role: bool = field(
         default=False, metadata={"help": "z_0 = e instead of z_0 = e ⊙ (W^(p) e + b^(p)) (eq. 2)"})
     role_init: ROLE_INIT_CHOICES = field(
-        default="xavier", metadata={"help": "init of the per-head role projections W^(r): "
-                                            "'xavier' (paper) or 'default' (torch's nn.Linear "
-                                            "init, what the reference code effectively uses)"})
+        default="xavier", metadata={"help": "init of the attention projections W_q, W_k, W_v, "
+                                            "W^(r), W_o: 'xavier' (paper) or 'default' (torch's "
+                                            "nn.Linear init for all of them, what the authors' "
+                                            "code effectively uses)"})
     embed_init_std: Optional[float] = field(
         default=None, metadata={"help": "E ~ N(0, std^2); default 1/sqrt(d) as the authors' code, "
                                         "so that E*sqrt(d) ~ N(0,1) (the paper's 'N(0,1)')"})
