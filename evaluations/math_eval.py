@@ -29,6 +29,8 @@ from nesyseq_cli.errors import UserError
 from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
 
 SUBSETS = OrderedDict([("test", "interpolate"), ("test1", "extrapolate")])
+# fairseq-generate prints T-lines with escape_unk=True: an unknown target symbol is "<<unk>>"
+UNK_TOKENS = frozenset(["<<unk>>", "<unk>"])
 
 
 @dataclass
@@ -109,9 +111,12 @@ def score(generate_file: Path, modules_file: Path, split: str) -> SplitScore:
     result = SplitScore(split)
     for i, module in enumerate(modules):
         rec = records[i]
+        if "T" not in rec:
+            raise UserError(f"{generate_file}: no T-{i} line (reference) for example id {i}; "
+                            "decode a subset with targets (fairseq-generate prints T-lines then)")
         ms = result.modules.setdefault(module, ModuleScore(module))
         ms.n += 1
-        if "<unk>" in rec["T"].split(" "):
+        if UNK_TOKENS.intersection(rec["T"].split(" ")):
             ms.unk_targets += 1
         elif decode_chars(rec["H"]) == decode_chars(rec["T"]):
             ms.correct += 1
@@ -161,7 +166,8 @@ def write_reports(scores: List[SplitScore], out_dir: Path, title: str = "") -> D
     paths["csv"] = out_dir / "results.csv"
 
     summary = {s.split: {"modules": len(s.modules), "examples": s.n,
-                         "mean_accuracy": s.mean_accuracy, "modules_above_95": s.above_95}
+                         "mean_accuracy": s.mean_accuracy, "modules_above_95": s.above_95,
+                         "unk_targets": sum(m.unk_targets for m in s.modules.values())}
                for s in scores}
     _atomic_write(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     paths["summary"] = out_dir / "summary.json"
