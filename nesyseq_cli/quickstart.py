@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="quickstart", help="working folder (data, checkpoints, results)")
     parser.add_argument("--modules", default=DEFAULT_MODULES,
                         help="comma-separated module patterns to generate")
-    parser.add_argument("--per-module", type=int, default=400,
-                        help="training problems per module and difficulty")
+    parser.add_argument("--per-module", type=int, default=1200,
+                        help="training problems per module over the three difficulties (N // 3 each)")
     parser.add_argument("--test-per-module", type=int, default=50,
                         help="interpolate / extrapolate problems per module")
     parser.add_argument("--arch", default="tp_transformer_tiny",

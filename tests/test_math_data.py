@@ -18,7 +18,7 @@ from nesyseq_cli.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = "algebra__linear_1d,arithmetic__add_or_sub"  # the latter has an extrapolate module
-N, NTEST = 3, 2
+N, NTEST = 3, 2  # N per train difficulty; per_module=3 * N (DeepMind meaning)
 SPACE = "\u2581"
 
 
@@ -44,7 +44,7 @@ def prepared(tmp_path_factory):
     from data_prep.math_pipeline import prepare_math
 
     out = tmp_path_factory.mktemp("math_a")
-    bin_dir = prepare_math(out, modules=MODULES, per_module=N, test_per_module=NTEST, seed=7,
+    bin_dir = prepare_math(out, modules=MODULES, per_module=3 * N, test_per_module=NTEST, seed=7,
                            workers=1, valid_fraction=0.2, progress=False)
     assert bin_dir == out / "bin"
     return out
@@ -139,20 +139,20 @@ def test_deterministic_across_workers_and_module_selection(prepared, tmp_path):
     from data_prep.math_generate import generate_math
 
     raw_a = prepared / "raw"
-    generate_math(tmp_path / "b", modules=MODULES, per_module=N, test_per_module=NTEST, seed=7,
+    generate_math(tmp_path / "b", modules=MODULES, per_module=3 * N, test_per_module=NTEST, seed=7,
                   workers=2, progress=False)
     assert raw_files(tmp_path / "b") == raw_files(raw_a)
     for rel in raw_files(raw_a):
         assert (tmp_path / "b" / rel).read_bytes() == (raw_a / rel).read_bytes(), rel
     # a different selection: the shared module's files are byte-identical
-    generate_math(tmp_path / "c", modules="arithmetic__add_or_sub", per_module=N,
+    generate_math(tmp_path / "c", modules="arithmetic__add_or_sub", per_module=3 * N,
                   test_per_module=NTEST, seed=7, workers=1, progress=False)
     rels = raw_files(tmp_path / "c")
     assert len(rels) == 5 and all("arithmetic__add_or_sub" in r for r in rels)
     for rel in rels:
         assert (tmp_path / "c" / rel).read_bytes() == (raw_a / rel).read_bytes(), rel
     # another seed gives other problems
-    generate_math(tmp_path / "d", modules="arithmetic__add_or_sub", per_module=N,
+    generate_math(tmp_path / "d", modules="arithmetic__add_or_sub", per_module=3 * N,
                   test_per_module=NTEST, seed=8, workers=1, progress=False)
     assert any((tmp_path / "d" / r).read_bytes() != (raw_a / r).read_bytes() for r in rels)
 
@@ -163,7 +163,7 @@ def test_resume_skips_finished_and_redoes_interrupted(prepared, tmp_path):
     raw = tmp_path / "raw"
     shutil.copytree(prepared / "raw", raw)
     original = {r: (raw / r).read_bytes() for r in raw_files(raw)}
-    kw = dict(modules=MODULES, per_module=N, test_per_module=NTEST, seed=7, workers=1, progress=False)
+    kw = dict(modules=MODULES, per_module=3 * N, test_per_module=NTEST, seed=7, workers=1, progress=False)
     mtimes = {r: os.stat(raw / r).st_mtime_ns for r in original}
     result = generate_math(raw, **kw)
     assert result["generated"] == [] and len(result["skipped"]) == len(original)
@@ -197,7 +197,7 @@ def test_prepare_twice_does_not_rebuild(prepared):
 
     stats = prepared / "bin" / "prepare_stats.json"
     before = os.stat(stats).st_mtime_ns
-    prepare_math(prepared, modules=MODULES, per_module=N, test_per_module=NTEST, seed=7,
+    prepare_math(prepared, modules=MODULES, per_module=3 * N, test_per_module=NTEST, seed=7,
                  workers=1, valid_fraction=0.2, progress=False)
     assert os.stat(stats).st_mtime_ns == before
 
