@@ -47,3 +47,23 @@ def test_arch_builds_from_namespace_and_dataclass(arch):
     assert d == cfg.encoder_embed_dim and len(from_ns.encoder.layers) == cfg.encoder_layers
     has_roles = any("role" in k for k in _shapes(from_ns))
     assert has_roles == (not cfg.no_embedding_role or not cfg.no_role_binding)
+
+
+def test_paper_config_and_model_yamls():
+    """configs/: the Table 1 run stops, keeps the 700k / 1.7M checkpoints, batches 1024
+    sentences (4 GPUs x 256 x update_freq 1, no token cap) and uses Adam eps 1e-8; every
+    model yaml key is a TPTransformerConfig field (else Hydra rejects it)."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "configs"
+    cfg = OmegaConf.load(root / "math_tp_transformer.yaml")
+    assert cfg.optimizer.adam_eps == 1e-8 and cfg.optimization.max_update == 1700000
+    assert cfg.dataset.max_tokens is None
+    assert cfg.dataset.batch_size * 4 * cfg.optimization.update_freq[0] == 1024
+    ck = cfg.checkpoint
+    for step in (700000, 1700000):
+        assert step % ck.save_interval_updates == 0 and step % ck.keep_interval_updates_pattern == 0
+    fields = set(TPTransformerConfig.__dataclass_fields__)
+    for yaml in sorted((root / "model").glob("*.yaml")):
+        keys = set(OmegaConf.load(yaml)) - {"_name"}
+        assert keys <= fields, (yaml.name, keys - fields)
+        assert OmegaConf.load(yaml).get("embed_init_std", None) is None, yaml.name
