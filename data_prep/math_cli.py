@@ -83,3 +83,8 @@ def _print_summary(bin_dir) -> None:
     extra = len(stats.get("raw", {}).get("extrapolate", {}))
     print(f"nesyseq: prepared {', '.join(parts)} examples ({mods} modules, {extra} extrapolate modules; "
           f"test = interpolate, test1 = extrapolate)", file=sys.stderr)
+    n_valid = sub.get("valid", {}).get("examples", 0)
+    if n_valid > 200_000:  # every validation decodes all of it (5.6M at paper scale, 5%)
+        print(f"nesyseq: note: valid has {n_valid} examples, all scored at every validation; "
+              "a smaller --valid-fraction (e.g. 0.001 at 2M per module) subsamples it",
+              file=sys.stderr)
