@@ -178,6 +178,29 @@ def test_incremental_decoding_equals_full_forward(arch):
             steps.append(out)
         torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-9, atol=1e-9)
 
+        # each step processes exactly one new token: every query-side projection and FF of
+        # the decoder sees one time step, the encoder keys/values are projected once, and
+        # the self-attention cache grows by one key per step
+        seen = []
+        hooks = [mod.register_forward_hook(
+                     lambda m, inp, out, name=name: seen.append((name, inp[0].shape[1])))
+                 for name, mod in model.decoder.named_modules()
+                 if isinstance(mod, torch.nn.Linear)]
+        inc_state = {}
+        try:
+            for t in range(T):
+                seen.clear()
+                model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc_state)
+                per_step = [n for n, width in seen if "kv_proj" not in n]
+                assert per_step and all(w == 1 for n, w in seen if "kv_proj" not in n), seen
+                kv_calls = [w for n, w in seen if "kv_proj" in n]
+                assert kv_calls == ([S] * len(model.decoder.layers) if t == 0 else []), (t, kv_calls)
+                cache = model.decoder.layers[0].self_attn._get_input_buffer(inc_state)
+                assert cache["prev_key"].shape[2] == t + 1
+        finally:
+            for h in hooks:
+                h.remove()
+
         # beam-style reordering of the cache mid-sequence
         order = torch.tensor([2, 0, 0])
         inc_state = {}
