@@ -423,3 +423,67 @@ def test_preprocess_only_rebuilds(prepared, tmp_path):
     for name in ("train.src", "valid.tgt", "test.src", "test1.modules"):
         assert (out / "text" / name).read_bytes() == (prepared / "text" / name).read_bytes()
     assert not list((out / "raw").rglob("*.done"))  # nothing was generated
+
+
+# --------------------------------------------------------------------------
+# difficulty levels and split disjointness against independent references
+# --------------------------------------------------------------------------
+
+
+def test_each_split_is_generated_at_its_deepmind_level(prepared, tmp_path):
+    """Every raw file equals what DeepMind's generate.py pieces produce for that split
+    (train-easy/medium/hard at entropy levels 0/1/2 of 3, interpolate = modules.test(),
+    extrapolate = modules.test_extra()), with the same per-job seed."""
+    import os
+    import subprocess
+    import sys
+
+    from data_prep.math_generate import hash_seed_for
+
+    raw = prepared / "raw"
+    jobs = []
+    for rel in raw_files(raw):
+        split, name = rel.split("/")
+        jobs.append([split, name[:-4], len(read_pairs(raw / rel))])
+    assert {j[0] for j in jobs} == {"train-easy", "train-medium", "train-hard", "interpolate",
+                                    "extrapolate"}
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    env = dict(os.environ, PYTHONHASHSEED=hash_seed_for(7), PYTHONPATH=str(ROOT),
+               OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, str(ROOT / "tests/reference/deepmind_regenerate.py"), "7",
+                           str(tmp_path / "jobs.json")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want = json.loads(proc.stdout)
+    for split, module, _ in jobs:
+        got = (raw / split / f"{module}.txt").read_text(encoding="utf-8")
+        assert got == want[f"{split}/{module}"], f"{split}/{module} differs from DeepMind's generator"
+
+
+def test_train_and_valid_are_disjoint_from_both_test_sets(prepared, raw_copy, tmp_path):
+    """Copy every interpolate and extrapolate question into the training files: none may
+    reach train or valid, and each copy is counted as dropped."""
+    raw_pairs = {s: [p for m in sorted((raw_copy / s).glob("*.txt")) for p in read_pairs(m)]
+                 for s in ("interpolate", "extrapolate")}
+    injected = raw_pairs["interpolate"] + raw_pairs["extrapolate"]
+    assert injected
+    for module_file in sorted((raw_copy / "train-easy").glob("*.txt")):
+        with open(module_file, "a", encoding="utf-8") as f:
+            for q, a in injected:
+                f.write(f"{q}\n{a}\n")
+    out = tmp_path / "o"
+    assert run_cli(["prepare", "math", "--out", str(out), "--raw-dir", str(raw_copy),
+                    "--no-progress", "--valid-fraction", "0.5", "--seed", "7"]) == 0
+    text = out / "text"
+
+    def questions(name):
+        return {tokens_to_text(s) for s in (text / f"{name}.src").read_text(encoding="utf-8").splitlines()}
+
+    test_q = questions("test") | questions("test1")
+    assert test_q == {q for q, _ in injected}
+    assert not (questions("train") & test_q)
+    assert not (questions("valid") & test_q)
+    base = json.loads((prepared / "bin" / "prepare_stats.json").read_text())["dropped_test_overlap"]
+    stats = json.loads((out / "bin" / "prepare_stats.json").read_text())
+    n_train_files = len(list((raw_copy / "train-easy").glob("*.txt")))
+    assert stats["dropped_test_overlap"] == base + n_train_files * len(injected)
