@@ -235,3 +235,43 @@ def test_normalized_probs_are_fp32_log_probs():
         lp = model.get_normalized_probs(out, log_probs=True)
     assert lp.dtype == torch.float32
     torch.testing.assert_close(lp.exp().sum(-1), torch.ones(2, 3))
+
+
+class _HostSyncCounter:
+    """Counts tensor -> Python conversions (bool(), .item(), int(), float(), .tolist()),
+    the operations that make a GPU stream wait for the host."""
+    NAMES = ("__bool__", "item", "__int__", "__float__", "__index__", "tolist")
+
+    def __enter__(self):
+        self.calls = []
+        self.saved = {n: getattr(torch.Tensor, n) for n in self.NAMES}
+        for n, fn in self.saved.items():
+            def wrapper(t, *a, _fn=fn, _n=n, **k):
+                self.calls.append(_n)
+                return _fn(t, *a, **k)
+            setattr(torch.Tensor, n, wrapper)
+        return self
+
+    def __exit__(self, *exc):
+        for n, fn in self.saved.items():
+            setattr(torch.Tensor, n, fn)
+
+
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_incremental_decoding_steps_do_not_sync_with_the_host(left_pad):
+    """No per-step host synchronisation in decoding: the padding decision is made once in
+    the encoder, positions are bounded by the sequence length (a shape, not a value)."""
+    d = make_dict(20)
+    model = build("tp_transformer_tiny", d).eval()
+    src = torch.randint(4, len(d), (2, 7))
+    if left_pad:
+        src[1, :3] = d.pad()
+    prev = torch.randint(4, len(d), (2, 5))
+    prev[:, 0] = d.eos()
+    with torch.no_grad():
+        enc = _encode(model, src)
+        inc_state = {}
+        with _HostSyncCounter() as counter:
+            for t in range(prev.size(1)):
+                model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc_state)
+    assert counter.calls == []

@@ -143,7 +143,7 @@ class TPMultiheadAttention(nn.Module):
 
         Tk = k.size(2)
         attn_mask = None
-        if key_padding_mask is not None and key_padding_mask.any():
+        if key_padding_mask is not None:  # callers pass None when nothing is padded
             attn_mask = ~key_padding_mask[:, None, None, :Tk]  # (B, 1, 1, Tk), True = attend
         is_causal = False
         if causal and Tq > 1:

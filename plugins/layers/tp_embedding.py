@@ -64,17 +64,23 @@ class TPEmbedding(nn.Module):
             nn.init.normal_(self.role.weight, mean=role_init_mean, std=role_init_std)
             nn.init.zeros_(self.role.bias)
 
+    def check_length(self, length: int) -> None:
+        """positions_from_padding gives positions <= length - 1."""
+        if length > self.max_positions:
+            raise ValueError(
+                f"sequence length {length} exceeds max positions {self.max_positions}; "
+                "raise --max-source-positions / --max-target-positions")
+
     @property
     def weight(self) -> Tensor:
         """E, shared with the output projection (eq. 8)."""
         return self.embed_tokens.weight
 
     def forward(self, tokens: Tensor, positions: Tensor) -> Tensor:
-        """tokens, positions (B, T) -> z_0 (B, T, d)."""
-        if positions.max() >= self.max_positions:
-            raise ValueError(
-                f"sequence position {int(positions.max())} exceeds max positions {self.max_positions}; "
-                "raise --max-source-positions / --max-target-positions")
+        """tokens, positions (B, T) -> z_0 (B, T, d).
+
+        Positions must be < max_positions; callers check it from the sequence length
+        (:meth:`check_length`, a shape, so no host synchronisation per decoding step)."""
         e = self.embed_tokens(tokens) * math.sqrt(self.dim) + self.positions[positions]
         if not self.embedding_role:
             return e

@@ -164,8 +164,11 @@ class TPTransformerEncoder(FairseqEncoder):
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None,
                 return_all_roles: bool = False, **kwargs):
         padding_mask = src_tokens.eq(self.padding_idx)  # (B, T)
+        self.embedding.check_length(src_tokens.size(1))
         z = self.embedding(src_tokens, positions_from_padding(src_tokens, self.padding_idx))
         z = F.dropout(z, p=self.dropout, training=self.training)
+        # the one host sync of a batch: is anything padded? The decoder reads the answer
+        # from encoder_out (an empty mask list = no padding), never per step.
         pm = padding_mask if padding_mask.any() else None
         roles = []
         for layer in self.layers:
@@ -178,7 +181,7 @@ class TPTransformerEncoder(FairseqEncoder):
                 z = layer(z, pm)
         out = {
             "encoder_out": [z],  # (B, T, d), batch-first
-            "encoder_padding_mask": [padding_mask],  # (B, T)
+            "encoder_padding_mask": [] if pm is None else [padding_mask],  # (B, T); [] = no pads
             "src_tokens": [src_tokens],
         }
         if return_all_roles:
@@ -215,19 +218,20 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         return x, {"attn": [None], "inner_states": None}
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        self.embedding.check_length(prev_output_tokens.size(1))
         positions = positions_from_padding(prev_output_tokens, self.padding_idx)
         self_padding_mask = prev_output_tokens.eq(self.padding_idx)
         if incremental_state is not None:  # only the newest step is computed
             prev_output_tokens = prev_output_tokens[:, -1:]
             positions = positions[:, -1:]
             self_padding_mask = None
-        elif not self_padding_mask.any():
+        elif not self_padding_mask.any():  # full forward: once per batch, not per step
             self_padding_mask = None
         z = self.embedding(prev_output_tokens, positions)
         z = F.dropout(z, p=self.dropout, training=self.training)
         memory = encoder_out["encoder_out"][0]
-        memory_mask = encoder_out["encoder_padding_mask"][0]
-        memory_mask = memory_mask if memory_mask.any() else None
+        masks = encoder_out["encoder_padding_mask"]
+        memory_mask = masks[0] if len(masks) > 0 else None  # decided once by the encoder
         for layer in self.layers:
             if self.cfg.checkpoint_activations and self.training and incremental_state is None:
                 z = checkpoint(layer, z, memory, memory_mask, self_padding_mask, use_reentrant=False)
