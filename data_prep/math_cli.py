@@ -1,6 +1,6 @@
 """``nesyseq prepare math``: generate, preprocess and binarize the Mathematics Dataset.
 
-    nesyseq prepare math --out data/math --per-module 1000 --modules 'arithmetic__*' --workers 2
+    nesyseq prepare math --out data/math --per-module 3000 --modules 'arithmetic__*' --workers 2
     nesyseq prepare math --list-modules
     nesyseq prepare math --out data/math --preprocess-only          # redo text/ and bin/
     nesyseq prepare math --out data/math --raw-dir mathematics_dataset-v1.0
@@ -17,10 +17,12 @@ import os
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR",
                         help="output directory: DIR/raw (generated files), DIR/text, DIR/bin (fairseq data)")
-    parser.add_argument("--per-module", type=int, default=100, metavar="N",
-                        help="examples per module for each of train-easy, train-medium, train-hard")
+    parser.add_argument("--per-module", type=int, default=300, metavar="N",
+                        help="training examples per module across the three difficulties, N // 3 "
+                             "each in train-easy, train-medium, train-hard (DeepMind's "
+                             "--per_train_module); 2000000 is the paper's / released v1.0 size")
     parser.add_argument("--test-per-module", type=int, default=None, metavar="N",
-                        help="examples per interpolate / extrapolate module; None: max(10, per-module // 10)")
+                        help="examples per interpolate / extrapolate module; None: max(10, per-module // 30)")
     parser.add_argument("--modules", default="*", metavar="PATTERNS",
                         help="comma-separated glob patterns over module names, e.g. "
                              "'algebra__linear_1d,arithmetic__add_*'; an extrapolate module is included "
@@ -81,3 +83,8 @@ def _print_summary(bin_dir) -> None:
     extra = len(stats.get("raw", {}).get("extrapolate", {}))
     print(f"nesyseq: prepared {', '.join(parts)} examples ({mods} modules, {extra} extrapolate modules; "
           f"test = interpolate, test1 = extrapolate)", file=sys.stderr)
+    n_valid = sub.get("valid", {}).get("examples", 0)
+    if n_valid > 200_000:  # every validation decodes all of it (5.6M at paper scale, 5%)
+        print(f"nesyseq: note: valid has {n_valid} examples, all scored at every validation; "
+              "a smaller --valid-fraction (e.g. 0.001 at 2M per module) subsamples it",
+              file=sys.stderr)

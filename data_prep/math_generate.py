@@ -23,9 +23,11 @@ Module selection
     extrapolate modules have a family; :func:`extrapolate_family` asserts it.
 
 Counts
-    ``per_module`` examples per module for *each* train difficulty (so a module
-    has ``3 * per_module`` training examples); ``test_per_module`` examples per
-    interpolate / extrapolate module (default ``max(10, per_module // 10)``).
+    ``per_module`` training examples per module across the three difficulties,
+    ``per_module // 3`` each, exactly as DeepMind's ``--per_train_module``
+    (``mathematics_dataset/generate.py:108-111``); ``per_module=2_000_000`` is the
+    released v1.0 size (666,666 per difficulty).  ``test_per_module`` examples per
+    interpolate / extrapolate module (default ``max(10, per_module // 30)``).
     As in DeepMind's ``generate.py``, samples whose question is longer than 160
     or whose answer is longer than 30 characters are dropped and re-drawn.
 
@@ -334,7 +336,7 @@ def plan_jobs(raw_dir, train_modules: Iterable[str], extrapolate_modules: Iterab
     train_modules = list(train_modules)
     jobs = []
     for split in TRAIN_SPLITS + ("interpolate",):
-        n = per_module if split in TRAIN_SPLITS else test_per_module
+        n = per_module // len(TRAIN_SPLITS) if split in TRAIN_SPLITS else test_per_module
         jobs += [Job(split, m, n, seed, os.path.join(raw_dir, split, m + ".txt")) for m in train_modules]
     jobs += [Job("extrapolate", m, test_per_module, seed, os.path.join(raw_dir, "extrapolate", m + ".txt"))
              for m in extrapolate_modules]
@@ -355,10 +357,10 @@ def _remove_stale_tmp(raw_dir: str) -> int:
 
 
 def default_test_per_module(per_module: int) -> int:
-    return max(10, int(per_module) // 10)
+    return max(10, int(per_module) // 30)
 
 
-def generate_math(raw_dir, modules: str = "*", per_module: int = 100,
+def generate_math(raw_dir, modules: str = "*", per_module: int = 300,
                   test_per_module: Optional[int] = None, seed: int = 0, workers: int = 1,
                   progress: bool = True) -> dict:
     """Generate (or complete) ``raw_dir/<split>/<module>.txt`` for the selected modules.
@@ -366,8 +368,9 @@ def generate_math(raw_dir, modules: str = "*", per_module: int = 100,
     Returns ``{"generated": [...], "skipped": [...], "train_modules": [...],
     "extrapolate_modules": [...]}`` with ``"split/module"`` entries.
     """
-    if int(per_module) < 1:
-        raise _user_error(f"--per-module must be >= 1, got {per_module}")
+    if int(per_module) < len(TRAIN_SPLITS):
+        raise _user_error(f"--per-module must be >= 3 (it is split evenly over train-easy, "
+                          f"train-medium and train-hard), got {per_module}")
     test_per_module = default_test_per_module(per_module) if test_per_module is None else int(test_per_module)
     if test_per_module < 1:
         raise _user_error(f"--test-per-module must be >= 1, got {test_per_module}")

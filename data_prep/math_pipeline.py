@@ -2,7 +2,7 @@
 
     from data_prep.math_pipeline import prepare_math
     bin_dir = prepare_math("data/math", modules="algebra__linear_1d,arithmetic__add_*",
-                           per_module=1000, seed=0, workers=2)
+                           per_module=3000, seed=0, workers=2)
     # fairseq-train bin_dir --task translation -s src -t tgt ...   (selects on valid)
     # fairseq-generate bin_dir --gen-subset test    (interpolate)
     # fairseq-generate bin_dir --gen-subset test1   (extrapolate)
@@ -34,14 +34,15 @@ from data_prep.math_preprocess import is_up_to_date, preprocess_math  # noqa: F4
 __all__ = ["prepare_math", "generate_math", "preprocess_math", "resolve_modules", "module_names"]
 
 
-def prepare_math(out_dir, modules: str = "*", per_module: int = 100,
+def prepare_math(out_dir, modules: str = "*", per_module: int = 300,
                  test_per_module: Optional[int] = None, seed: int = 0, workers: int = 1,
                  valid_fraction: float = 0.05, progress: bool = True, raw_dir=None,
                  preprocess_only: bool = False, force_preprocess: bool = False) -> pathlib.Path:
     """Generate (unless ``raw_dir``/``preprocess_only``) and preprocess; return ``out_dir/bin``.
 
-    ``per_module`` examples per module and train difficulty; ``test_per_module``
-    (default ``max(10, per_module // 10)``) per interpolate/extrapolate module;
+    ``per_module`` training examples per module, ``per_module // 3`` per train
+    difficulty (DeepMind's ``--per_train_module``); ``test_per_module``
+    (default ``max(10, per_module // 30)``) per interpolate/extrapolate module;
     ``modules`` comma-separated globs over the 56 module names; ``raw_dir``
     preprocesses raw files produced elsewhere (e.g. DeepMind's v1.0 tarball)
     instead of generating into ``out_dir/raw``.

@@ -29,6 +29,8 @@ from nesyseq_cli.errors import UserError
 from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
 
 SUBSETS = OrderedDict([("test", "interpolate"), ("test1", "extrapolate")])
+# fairseq-generate prints T-lines with escape_unk=True: an unknown target symbol is "<<unk>>"
+UNK_TOKENS = frozenset(["<<unk>>", "<unk>"])
 
 
 @dataclass
@@ -109,9 +111,12 @@ def score(generate_file: Path, modules_file: Path, split: str) -> SplitScore:
     result = SplitScore(split)
     for i, module in enumerate(modules):
         rec = records[i]
+        if "T" not in rec:
+            raise UserError(f"{generate_file}: no T-{i} line (reference) for example id {i}; "
+                            "decode a subset with targets (fairseq-generate prints T-lines then)")
         ms = result.modules.setdefault(module, ModuleScore(module))
         ms.n += 1
-        if "<unk>" in rec["T"].split(" "):
+        if UNK_TOKENS.intersection(rec["T"].split(" ")):
             ms.unk_targets += 1
         elif decode_chars(rec["H"]) == decode_chars(rec["T"]):
             ms.correct += 1
@@ -161,7 +166,8 @@ def write_reports(scores: List[SplitScore], out_dir: Path, title: str = "") -> D
     paths["csv"] = out_dir / "results.csv"
 
     summary = {s.split: {"modules": len(s.modules), "examples": s.n,
-                         "mean_accuracy": s.mean_accuracy, "modules_above_95": s.above_95}
+                         "mean_accuracy": s.mean_accuracy, "modules_above_95": s.above_95,
+                         "unk_targets": sum(m.unk_targets for m in s.modules.values())}
                for s in scores}
     _atomic_write(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     paths["summary"] = out_dir / "summary.json"
@@ -243,7 +249,13 @@ def evaluate_math(checkpoint, data, out_dir=None, beam: int = 1, batch_size: int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt) to decode with")
+    parser.add_argument("--checkpoint", required=True, nargs="+", metavar="CKPT",
+                        help="fairseq checkpoint(s) (.pt) to decode with; several (steps of one run "
+                             "or several runs) also give steps.md/.csv (Table 1 columns), "
+                             "accuracy_vs_steps.png and modules_<split>.png (Fig. 2)")
+    parser.add_argument("--labels", default=None,
+                        help="comma-separated run name per checkpoint (default: the checkpoint's "
+                             "directory name, e.g. tp / base)")
     parser.add_argument("--data", required=True,
                         help="binarized data directory (DIR/bin from 'nesyseq prepare math')")
     parser.add_argument("--out", default=None,
@@ -260,11 +272,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args) -> int:
     if args.beam < 1:
         raise UserError(f"--beam {args.beam}: must be >= 1")
-    scores, paths = evaluate_math(args.checkpoint, args.data, args.out, beam=args.beam,
-                                  batch_size=args.batch_size, cpu=True if args.cpu else None,
-                                  subsets=[s for s in args.subsets.split(",") if s],
-                                  title=args.title)
+    checkpoints = [args.checkpoint] if isinstance(args.checkpoint, str) else list(args.checkpoint)
+    kw = dict(beam=args.beam, batch_size=args.batch_size, cpu=True if args.cpu else None,
+              subsets=[s for s in args.subsets.split(",") if s], title=args.title)
+    if len(checkpoints) > 1:
+        return _run_several(checkpoints, args, kw)
+    scores, paths = evaluate_math(checkpoints[0], args.data, args.out, **kw)
     print(paths["markdown"].read_text())
     for key, p in paths.items():
         print(f"{key:>16}: {p}")
+    return 0
+
+
+def _run_several(checkpoints, args, kw) -> int:
+    """One evaluation per checkpoint (OUT/<run>_<steps>/), then the comparison in OUT."""
+    from evaluations.math_compare import Entry, checkpoint_steps, format_steps, write_comparison
+
+    labels = [x for x in args.labels.split(",")] if args.labels else None
+    if labels is not None and len(labels) != len(checkpoints):
+        raise UserError(f"--labels: {len(labels)} names for {len(checkpoints)} checkpoints")
+    if not args.out:
+        raise UserError("--out DIR is required with several --checkpoint files")
+    out = Path(args.out).resolve()
+    entries = []
+    for i, ckpt in enumerate(checkpoints):
+        ckpt = Path(ckpt)
+        if not ckpt.is_file():
+            raise UserError(f"--checkpoint {ckpt}: no such file")
+        run_name = labels[i] if labels else ckpt.resolve().parent.name
+        steps = checkpoint_steps(ckpt)
+        sub = out / f"{run_name}_{format_steps(steps)}"
+        scores, _ = evaluate_math(ckpt, args.data, sub, **kw)
+        entries.append(Entry(run_name, steps, {s.split: s for s in scores}))
+    paths = write_comparison(entries, out, args.title)
+    print(paths["steps_md"].read_text())
+    for key, p in paths.items():
+        print(f"{key:>20}: {p}")
     return 0

@@ -6,13 +6,19 @@
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
 
 Each subcommand lives with the code it drives (``data_prep``, ``evaluations``,
-...); a module only needs ``add_arguments(parser)`` and ``run(args)``.
+...); a module only needs ``add_arguments(parser)`` and ``run(args)``.  To add one, add a
+line to ``COMMANDS`` (and a ``GROUP_HELP`` entry for a new group).
+
+Modules are imported lazily: ``nesyseq --help`` and ``nesyseq GROUP --help`` import none of
+them (no torch, no fairseq); a subcommand's module is imported only when that subcommand
+runs or its own ``--help`` is asked for.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+from typing import Iterable, Optional, Tuple
 
 from nesyseq_cli.errors import UserError
 
@@ -31,7 +37,23 @@ GROUP_HELP = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def selected_command(argv) -> Optional[Tuple[str, Optional[str]]]:
+    """The COMMANDS key that ``argv`` names, or None (top-level or group help, typos)."""
+    words = [a for a in argv if not a.startswith("-")]
+    if not words:
+        return None
+    group = words[0]
+    if (group, None) in COMMANDS:
+        return (group, None)
+    if len(words) > 1 and (group, words[1]) in COMMANDS:
+        return (group, words[1])
+    return None
+
+
+def build_parser(only: Optional[Iterable[Tuple[str, Optional[str]]]] = None) -> argparse.ArgumentParser:
+    """The full parser; with ``only``, just those subcommands' modules are imported and
+    get their options (the others are listed with their one-line help)."""
+    only = None if only is None else set(only)
     parser = argparse.ArgumentParser(
         prog="nesyseq",
         description="nesyseq: neuro-symbolic reasoning plugins for fairseq",
@@ -44,18 +66,22 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         else:
             if group not in groups:
-                gp = top.add_parser(group, help=GROUP_HELP[group], description=GROUP_HELP[group])
+                gp = top.add_parser(group, help=GROUP_HELP.get(group, ""),
+                                    description=GROUP_HELP.get(group, ""))
                 groups[group] = gp.add_subparsers(dest="subcommand", metavar="WHAT", required=True)
             sub = groups[group].add_parser(name, help=help_text, description=help_text,
                                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-        module = importlib.import_module(module_name)
-        module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+        if only is None or (group, name) in only:
+            module = importlib.import_module(module_name)
+            module.add_arguments(sub)
+            sub.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    chosen = selected_command(argv)
+    parser = build_parser(only=[chosen] if chosen else [])
     args = parser.parse_args(argv)
     try:
         rc = args._run(args)

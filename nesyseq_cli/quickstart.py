@@ -12,12 +12,12 @@ Every number is computed in this run; the checkpoint folder is cleared first.
 """
 import argparse
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 from nesyseq_cli.errors import UserError
 from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+from nesyseq_cli.train_progress import run_with_progress
 
 DEFAULT_MODULES = "numbers__place_value,comparison__pair,arithmetic__add_or_sub,numbers__round_number"
 
@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="quickstart", help="working folder (data, checkpoints, results)")
     parser.add_argument("--modules", default=DEFAULT_MODULES,
                         help="comma-separated module patterns to generate")
-    parser.add_argument("--per-module", type=int, default=400,
-                        help="training problems per module and difficulty")
+    parser.add_argument("--per-module", type=int, default=1200,
+                        help="training problems per module over the three difficulties (N // 3 each)")
     parser.add_argument("--test-per-module", type=int, default=50,
                         help="interpolate / extrapolate problems per module")
     parser.add_argument("--arch", default="tp_transformer_tiny",
@@ -80,10 +80,9 @@ def run(args) -> int:
     t1 = time.time()
     print(f"[2/3] fairseq-train --arch {args.arch} for {args.max_update} updates", flush=True)
     log = save_dir / "train.log"
-    with open(log, "w") as f:
-        proc = subprocess.run(train_command(data, save_dir, args), stdout=f,
-                              stderr=subprocess.STDOUT, cwd=out, env=small_cpu_env())
-    if proc.returncode != 0:
+    rc = run_with_progress(train_command(data, save_dir, args), log, args.max_update,
+                           cwd=out, env=dict(small_cpu_env(), PYTHONUNBUFFERED="1"))
+    if rc != 0:
         tail = "\n".join(log.read_text().splitlines()[-8:])
         raise UserError(f"fairseq-train failed (log: {log}):\n{tail}")
     print(f"      done in {time.time() - t1:.0f}s; log {log}", flush=True)

@@ -117,7 +117,7 @@ def math_pairs(tmp):
     """Tiny Mathematics Dataset data from DeepMind's generator, via the project pipeline."""
     from data_prep.math_pipeline import prepare_math
 
-    return Path(prepare_math(tmp / "math", modules="arithmetic__add_or_sub", per_module=40,
+    return Path(prepare_math(tmp / "math", modules="arithmetic__add_or_sub", per_module=120,
                              test_per_module=8, seed=1, workers=1, progress=False))
 
 

@@ -18,7 +18,7 @@ from nesyseq_cli.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = "algebra__linear_1d,arithmetic__add_or_sub"  # the latter has an extrapolate module
-N, NTEST = 3, 2
+N, NTEST = 3, 2  # N per train difficulty; per_module=3 * N (DeepMind meaning)
 SPACE = "\u2581"
 
 
@@ -44,7 +44,7 @@ def prepared(tmp_path_factory):
     from data_prep.math_pipeline import prepare_math
 
     out = tmp_path_factory.mktemp("math_a")
-    bin_dir = prepare_math(out, modules=MODULES, per_module=N, test_per_module=NTEST, seed=7,
+    bin_dir = prepare_math(out, modules=MODULES, per_module=3 * N, test_per_module=NTEST, seed=7,
                            workers=1, valid_fraction=0.2, progress=False)
     assert bin_dir == out / "bin"
     return out
@@ -139,20 +139,20 @@ def test_deterministic_across_workers_and_module_selection(prepared, tmp_path):
     from data_prep.math_generate import generate_math
 
     raw_a = prepared / "raw"
-    generate_math(tmp_path / "b", modules=MODULES, per_module=N, test_per_module=NTEST, seed=7,
+    generate_math(tmp_path / "b", modules=MODULES, per_module=3 * N, test_per_module=NTEST, seed=7,
                   workers=2, progress=False)
     assert raw_files(tmp_path / "b") == raw_files(raw_a)
     for rel in raw_files(raw_a):
         assert (tmp_path / "b" / rel).read_bytes() == (raw_a / rel).read_bytes(), rel
     # a different selection: the shared module's files are byte-identical
-    generate_math(tmp_path / "c", modules="arithmetic__add_or_sub", per_module=N,
+    generate_math(tmp_path / "c", modules="arithmetic__add_or_sub", per_module=3 * N,
                   test_per_module=NTEST, seed=7, workers=1, progress=False)
     rels = raw_files(tmp_path / "c")
     assert len(rels) == 5 and all("arithmetic__add_or_sub" in r for r in rels)
     for rel in rels:
         assert (tmp_path / "c" / rel).read_bytes() == (raw_a / rel).read_bytes(), rel
     # another seed gives other problems
-    generate_math(tmp_path / "d", modules="arithmetic__add_or_sub", per_module=N,
+    generate_math(tmp_path / "d", modules="arithmetic__add_or_sub", per_module=3 * N,
                   test_per_module=NTEST, seed=8, workers=1, progress=False)
     assert any((tmp_path / "d" / r).read_bytes() != (raw_a / r).read_bytes() for r in rels)
 
@@ -163,7 +163,7 @@ def test_resume_skips_finished_and_redoes_interrupted(prepared, tmp_path):
     raw = tmp_path / "raw"
     shutil.copytree(prepared / "raw", raw)
     original = {r: (raw / r).read_bytes() for r in raw_files(raw)}
-    kw = dict(modules=MODULES, per_module=N, test_per_module=NTEST, seed=7, workers=1, progress=False)
+    kw = dict(modules=MODULES, per_module=3 * N, test_per_module=NTEST, seed=7, workers=1, progress=False)
     mtimes = {r: os.stat(raw / r).st_mtime_ns for r in original}
     result = generate_math(raw, **kw)
     assert result["generated"] == [] and len(result["skipped"]) == len(original)
@@ -197,7 +197,7 @@ def test_prepare_twice_does_not_rebuild(prepared):
 
     stats = prepared / "bin" / "prepare_stats.json"
     before = os.stat(stats).st_mtime_ns
-    prepare_math(prepared, modules=MODULES, per_module=N, test_per_module=NTEST, seed=7,
+    prepare_math(prepared, modules=MODULES, per_module=3 * N, test_per_module=NTEST, seed=7,
                  workers=1, valid_fraction=0.2, progress=False)
     assert os.stat(stats).st_mtime_ns == before
 
@@ -423,3 +423,67 @@ def test_preprocess_only_rebuilds(prepared, tmp_path):
     for name in ("train.src", "valid.tgt", "test.src", "test1.modules"):
         assert (out / "text" / name).read_bytes() == (prepared / "text" / name).read_bytes()
     assert not list((out / "raw").rglob("*.done"))  # nothing was generated
+
+
+# --------------------------------------------------------------------------
+# difficulty levels and split disjointness against independent references
+# --------------------------------------------------------------------------
+
+
+def test_each_split_is_generated_at_its_deepmind_level(prepared, tmp_path):
+    """Every raw file equals what DeepMind's generate.py pieces produce for that split
+    (train-easy/medium/hard at entropy levels 0/1/2 of 3, interpolate = modules.test(),
+    extrapolate = modules.test_extra()), with the same per-job seed."""
+    import os
+    import subprocess
+    import sys
+
+    from data_prep.math_generate import hash_seed_for
+
+    raw = prepared / "raw"
+    jobs = []
+    for rel in raw_files(raw):
+        split, name = rel.split("/")
+        jobs.append([split, name[:-4], len(read_pairs(raw / rel))])
+    assert {j[0] for j in jobs} == {"train-easy", "train-medium", "train-hard", "interpolate",
+                                    "extrapolate"}
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    env = dict(os.environ, PYTHONHASHSEED=hash_seed_for(7), PYTHONPATH=str(ROOT),
+               OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, str(ROOT / "tests/reference/deepmind_regenerate.py"), "7",
+                           str(tmp_path / "jobs.json")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want = json.loads(proc.stdout)
+    for split, module, _ in jobs:
+        got = (raw / split / f"{module}.txt").read_text(encoding="utf-8")
+        assert got == want[f"{split}/{module}"], f"{split}/{module} differs from DeepMind's generator"
+
+
+def test_train_and_valid_are_disjoint_from_both_test_sets(prepared, raw_copy, tmp_path):
+    """Copy every interpolate and extrapolate question into the training files: none may
+    reach train or valid, and each copy is counted as dropped."""
+    raw_pairs = {s: [p for m in sorted((raw_copy / s).glob("*.txt")) for p in read_pairs(m)]
+                 for s in ("interpolate", "extrapolate")}
+    injected = raw_pairs["interpolate"] + raw_pairs["extrapolate"]
+    assert injected
+    for module_file in sorted((raw_copy / "train-easy").glob("*.txt")):
+        with open(module_file, "a", encoding="utf-8") as f:
+            for q, a in injected:
+                f.write(f"{q}\n{a}\n")
+    out = tmp_path / "o"
+    assert run_cli(["prepare", "math", "--out", str(out), "--raw-dir", str(raw_copy),
+                    "--no-progress", "--valid-fraction", "0.5", "--seed", "7"]) == 0
+    text = out / "text"
+
+    def questions(name):
+        return {tokens_to_text(s) for s in (text / f"{name}.src").read_text(encoding="utf-8").splitlines()}
+
+    test_q = questions("test") | questions("test1")
+    assert test_q == {q for q, _ in injected}
+    assert not (questions("train") & test_q)
+    assert not (questions("valid") & test_q)
+    base = json.loads((prepared / "bin" / "prepare_stats.json").read_text())["dropped_test_overlap"]
+    stats = json.loads((out / "bin" / "prepare_stats.json").read_text())
+    n_train_files = len(list((raw_copy / "train-easy").glob("*.txt")))
+    assert stats["dropped_test_overlap"] == base + n_train_files * len(injected)

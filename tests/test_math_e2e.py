@@ -32,7 +32,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("math_e2e")
     data_root = root / "data"
     run([BIN / "nesyseq", "prepare", "math", "--out", data_root, "--modules", MODULES,
-         "--per-module", 30, "--test-per-module", 12, "--seed", 3, "--workers", 2, "--no-progress"],
+         "--per-module", 90, "--test-per-module", 12, "--seed", 3, "--workers", 2, "--no-progress"],
         cwd=root)
     data = data_root / "bin"
     elsewhere = root / "somewhere" / "else"

@@ -132,12 +132,13 @@ def test_embedding_role_and_init():
     torch.manual_seed(1)
     emb = TPEmbedding(50, 64, padding_idx=1, max_positions=40)
     W = emb.role.weight
-    assert abs(W.mean().item() - 1.0) < 0.05 and abs(W.std().item() - 1.0) < 0.05  # W^(p) ~ N(1,1)
-    assert abs(emb.embed_tokens.weight[2:].std().item() - 1.0) < 0.05  # E ~ N(0,1)
+    # authors' code (models/tp-transformer.py:181-187): W^(p) ~ N(0, 1/d), E ~ N(0, 1/d)
+    assert abs(W.mean().item()) < 0.01 and abs(W.std().item() * 8.0 - 1.0) < 0.05
+    assert abs(emb.embed_tokens.weight[2:].std().item() * 8.0 - 1.0) < 0.05
     tokens = torch.tensor([[5, 6, 7]])
     pos = torch.arange(3)[None]
     e = emb.embed_tokens.weight[tokens] * 8.0 + sinusoidal_table(40, 64)[pos]
-    want = e * (e @ W.T + emb.role.bias)  # z0 = e ⊙ (W^(p) e + b^(p))
+    want = e * (e @ W.T + emb.role.bias + 1.0)  # z0 = e ⊙ (W^(p) e + b^(p) + 1)
     torch.testing.assert_close(emb(tokens, pos), want)
     # sinusoid: p[t, 2i] = sin(t / 10000^(2i/d))
     assert math.isclose(sinusoidal_table(10, 8)[3, 2].item(), math.sin(3 / 10000 ** (2 / 8)), rel_tol=1e-6)
@@ -177,6 +178,29 @@ def test_incremental_decoding_equals_full_forward(arch):
             steps.append(out)
         torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-9, atol=1e-9)
 
+        # each step processes exactly one new token: every query-side projection and FF of
+        # the decoder sees one time step, the encoder keys/values are projected once, and
+        # the self-attention cache grows by one key per step
+        seen = []
+        hooks = [mod.register_forward_hook(
+                     lambda m, inp, out, name=name: seen.append((name, inp[0].shape[1])))
+                 for name, mod in model.decoder.named_modules()
+                 if isinstance(mod, torch.nn.Linear)]
+        inc_state = {}
+        try:
+            for t in range(T):
+                seen.clear()
+                model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc_state)
+                per_step = [n for n, width in seen if "kv_proj" not in n]
+                assert per_step and all(w == 1 for n, w in seen if "kv_proj" not in n), seen
+                kv_calls = [w for n, w in seen if "kv_proj" in n]
+                assert kv_calls == ([S] * len(model.decoder.layers) if t == 0 else []), (t, kv_calls)
+                cache = model.decoder.layers[0].self_attn._get_input_buffer(inc_state)
+                assert cache["prev_key"].shape[2] == t + 1
+        finally:
+            for h in hooks:
+                h.remove()
+
         # beam-style reordering of the cache mid-sequence
         order = torch.tensor([2, 0, 0])
         inc_state = {}
@@ -211,3 +235,43 @@ def test_normalized_probs_are_fp32_log_probs():
         lp = model.get_normalized_probs(out, log_probs=True)
     assert lp.dtype == torch.float32
     torch.testing.assert_close(lp.exp().sum(-1), torch.ones(2, 3))
+
+
+class _HostSyncCounter:
+    """Counts tensor -> Python conversions (bool(), .item(), int(), float(), .tolist()),
+    the operations that make a GPU stream wait for the host."""
+    NAMES = ("__bool__", "item", "__int__", "__float__", "__index__", "tolist")
+
+    def __enter__(self):
+        self.calls = []
+        self.saved = {n: getattr(torch.Tensor, n) for n in self.NAMES}
+        for n, fn in self.saved.items():
+            def wrapper(t, *a, _fn=fn, _n=n, **k):
+                self.calls.append(_n)
+                return _fn(t, *a, **k)
+            setattr(torch.Tensor, n, wrapper)
+        return self
+
+    def __exit__(self, *exc):
+        for n, fn in self.saved.items():
+            setattr(torch.Tensor, n, fn)
+
+
+@pytest.mark.parametrize("left_pad", [True, False])
+def test_incremental_decoding_steps_do_not_sync_with_the_host(left_pad):
+    """No per-step host synchronisation in decoding: the padding decision is made once in
+    the encoder, positions are bounded by the sequence length (a shape, not a value)."""
+    d = make_dict(20)
+    model = build("tp_transformer_tiny", d).eval()
+    src = torch.randint(4, len(d), (2, 7))
+    if left_pad:
+        src[1, :3] = d.pad()
+    prev = torch.randint(4, len(d), (2, 5))
+    prev[:, 0] = d.eos()
+    with torch.no_grad():
+        enc = _encode(model, src)
+        inc_state = {}
+        with _HostSyncCounter() as counter:
+            for t in range(prev.size(1)):
+                model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc_state)
+    assert counter.calls == []

@@ -63,26 +63,26 @@ class TPMultiheadAttention(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        """Xavier-uniform for every matrix (paper, Sec. 4.1), zero biases.
+        """``role_init='xavier'`` (the paper, Sec. 4.1): Xavier-uniform for every
+        d×d block (q, r, k, v, o), zero biases.
 
-        The role rows W^{(r)} get xavier too (``role_init='xavier'``, the paper).
-        ``role_init='default'`` keeps torch's nn.Linear init for them, which is
-        what the reference code ends up with: its role init is never applied.
+        ``role_init='default'``: torch's nn.Linear init for every block *and* bias
+        (W_q, W_k, W_v, W_r, W_o), which is what the authors' TP-Transformer ends up
+        with: its ``SelfAttention.reset_parameters`` (models/tp-transformer.py:254-262)
+        is never called from ``__init__`` (lines 191-206).
         """
         d = self.embed_dim
         layers = [self.in_proj] if self.self_attention else [self.q_proj, self.kv_proj]
+        layers = layers + [self.out_proj]
         for lin in layers:
-            nn.init.zeros_(lin.bias)
-            for block in lin.weight.split(d, dim=0):  # one d×d block per projection
-                nn.init.xavier_uniform_(block)
-        if self.role_binding and self.role_init == "default":
-            w_r = self._role_weight()
-            bound = 1.0 / math.sqrt(d)
-            nn.init.kaiming_uniform_(w_r, a=math.sqrt(5))  # nn.Linear's default
-            b_r = self._role_bias()
-            nn.init.uniform_(b_r, -bound, bound)
-        nn.init.xavier_uniform_(self.out_proj.weight)
-        nn.init.zeros_(self.out_proj.bias)
+            for block, bias in zip(lin.weight.split(d, dim=0), lin.bias.split(d, dim=0)):
+                if self.role_init == "default":
+                    # one separate nn.Linear(d, d) per projection: fan_in = d
+                    nn.init.kaiming_uniform_(block, a=math.sqrt(5))
+                    nn.init.uniform_(bias, -1.0 / math.sqrt(d), 1.0 / math.sqrt(d))
+                else:
+                    nn.init.xavier_uniform_(block)
+                    nn.init.zeros_(bias)
 
     def _role_weight(self) -> Tensor:
         d = self.embed_dim
@@ -143,7 +143,7 @@ class TPMultiheadAttention(nn.Module):
 
         Tk = k.size(2)
         attn_mask = None
-        if key_padding_mask is not None and key_padding_mask.any():
+        if key_padding_mask is not None:  # callers pass None when nothing is padded
             attn_mask = ~key_padding_mask[:, None, None, :Tk]  # (B, 1, 1, Tk), True = attend
         is_causal = False
         if causal and Tq > 1:

@@ -15,6 +15,7 @@ Architectures:
     tp_transformer_tiny / transformer_math_tiny   small presets for CPU tests
 """
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -54,10 +55,20 @@ class TPTransformerConfig(FairseqDataclass):
     no_embedding_role: bool = field(
         default=False, metadata={"help": "z_0 = e instead of z_0 = e ⊙ (W^(p) e + b^(p)) (eq. 2)"})
     role_init: ROLE_INIT_CHOICES = field(
-        default="xavier", metadata={"help": "init of the per-head role projections W^(r): "
-                                            "'xavier' (paper) or 'default' (torch's nn.Linear "
-                                            "init, what the reference code effectively uses)"})
-    embed_init_std: float = field(default=1.0, metadata={"help": "E ~ N(0, std^2); the paper uses 1"})
+        default="xavier", metadata={"help": "init of the attention projections W_q, W_k, W_v, "
+                                            "W^(r), W_o: 'xavier' (paper) or 'default' (torch's "
+                                            "nn.Linear init for all of them, what the authors' "
+                                            "code effectively uses)"})
+    embed_init_std: Optional[float] = field(
+        default=None, metadata={"help": "E ~ N(0, std^2); default 1/sqrt(d) as the authors' code, "
+                                        "so that E*sqrt(d) ~ N(0,1) (the paper's 'N(0,1)')"})
+    embedding_role_init_mean: float = field(
+        default=0.0, metadata={"help": "W^(p) ~ N(mean, std^2) of the embedding role (eq. 2)"})
+    embedding_role_init_std: Optional[float] = field(
+        default=None, metadata={"help": "std of W^(p); default 1/sqrt(d) as the authors' code"})
+    embedding_role_offset: float = field(
+        default=1.0, metadata={"help": "r = W^(p) e + b^(p) + offset; 1 (authors' code) makes "
+                                       "r ~ N(1,1) at init (the paper's 'N(1,1)')"})
     untie_embeddings: bool = field(
         default=False, metadata={"help": "separate encoder, decoder and output embeddings instead "
                                          "of the paper's one shared E (eq. 8, joined dictionary)"})
@@ -153,8 +164,11 @@ class TPTransformerEncoder(FairseqEncoder):
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None,
                 return_all_roles: bool = False, **kwargs):
         padding_mask = src_tokens.eq(self.padding_idx)  # (B, T)
+        self.embedding.check_length(src_tokens.size(1))
         z = self.embedding(src_tokens, positions_from_padding(src_tokens, self.padding_idx))
         z = F.dropout(z, p=self.dropout, training=self.training)
+        # the one host sync of a batch: is anything padded? The decoder reads the answer
+        # from encoder_out (an empty mask list = no padding), never per step.
         pm = padding_mask if padding_mask.any() else None
         roles = []
         for layer in self.layers:
@@ -167,7 +181,7 @@ class TPTransformerEncoder(FairseqEncoder):
                 z = layer(z, pm)
         out = {
             "encoder_out": [z],  # (B, T, d), batch-first
-            "encoder_padding_mask": [padding_mask],  # (B, T)
+            "encoder_padding_mask": [] if pm is None else [padding_mask],  # (B, T); [] = no pads
             "src_tokens": [src_tokens],
         }
         if return_all_roles:
@@ -204,19 +218,20 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         return x, {"attn": [None], "inner_states": None}
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        self.embedding.check_length(prev_output_tokens.size(1))
         positions = positions_from_padding(prev_output_tokens, self.padding_idx)
         self_padding_mask = prev_output_tokens.eq(self.padding_idx)
         if incremental_state is not None:  # only the newest step is computed
             prev_output_tokens = prev_output_tokens[:, -1:]
             positions = positions[:, -1:]
             self_padding_mask = None
-        elif not self_padding_mask.any():
+        elif not self_padding_mask.any():  # full forward: once per batch, not per step
             self_padding_mask = None
         z = self.embedding(prev_output_tokens, positions)
         z = F.dropout(z, p=self.dropout, training=self.training)
         memory = encoder_out["encoder_out"][0]
-        memory_mask = encoder_out["encoder_padding_mask"][0]
-        memory_mask = memory_mask if memory_mask.any() else None
+        masks = encoder_out["encoder_padding_mask"]
+        memory_mask = masks[0] if len(masks) > 0 else None  # decided once by the encoder
         for layer in self.layers:
             if self.cfg.checkpoint_activations and self.training and incremental_state is None:
                 z = checkpoint(layer, z, memory, memory_mask, self_padding_mask, use_reentrant=False)
@@ -259,7 +274,10 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
         def make_embedding(dictionary):
             return TPEmbedding(len(dictionary), cfg.encoder_embed_dim, dictionary.pad(),
                                max_positions=max_pos, embedding_role=not cfg.no_embedding_role,
-                               embed_init_std=cfg.embed_init_std)
+                               embed_init_std=cfg.embed_init_std,
+                               role_init_mean=cfg.embedding_role_init_mean,
+                               role_init_std=cfg.embedding_role_init_std,
+                               role_offset=cfg.embedding_role_offset)
 
         if not cfg.untie_embeddings:
             if src_dict != tgt_dict:
@@ -293,6 +311,20 @@ def tp_transformer_base(args):
     _set(args, "no_role_binding", False)
     _set(args, "no_embedding_role", False)
     _set(args, "untie_embeddings", False)
+    _set_remaining_defaults(args)
+
+
+def _set_remaining_defaults(args):
+    """Every other config field gets its dataclass default, as fairseq's own
+    ``base_architecture`` functions do, so ``task.build_model(Namespace)`` (older
+    scripts, argparse-era checkpoints) sees a complete config."""
+    for name, f in TPTransformerConfig.__dataclass_fields__.items():
+        if name.startswith("_") or hasattr(args, name):
+            continue
+        if f.default_factory is not dataclasses.MISSING:
+            setattr(args, name, f.default_factory())
+        elif f.default is not dataclasses.MISSING:
+            setattr(args, name, f.default)
 
 
 @register_model_architecture("tp_transformer", "tp_transformer_math")
