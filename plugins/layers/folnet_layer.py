@@ -123,7 +123,7 @@ class FolnetLayer(nn.Module):
                         v_enc = op.rows_enc(enc["u2"])
                         if cache is not None:
                             cache["enc.t"] = v_enc
-                trans_out = op(u2n, v, mask.trans, v_enc)  # (B, X, A, D2)
+                trans_out = op(u2n, v, mask.trans, v_enc, writer=self.out_t)  # Wt · trans, (B, X, A, D2)
         if unary:
             s = torch.stack(unary).sum(0).flatten(-2)  # (B, X, D1)
             u1 = u1 + F.dropout(self.out1(s), p=self.dropout, training=self.training)
@@ -132,7 +132,7 @@ class FolnetLayer(nn.Module):
             if binary:
                 d2_update = self.out2(torch.stack(binary).sum(0))  # (B, X, A, H) -> D2
             if trans_out is not None:
-                d2_update = d2_update + self.out_t(trans_out)  # (B, X, A, D2) -> D2
+                d2_update = d2_update + trans_out  # already projected by out_t (copy-free, in Trans)
             u2 = (u2 + F.dropout(d2_update, p=self.dropout, training=self.training)) * okf
         u1 = u1 + F.dropout(self.ffn1(self.ffn_ln1(u1)), p=self.dropout, training=self.training)
         u2 = (u2 + F.dropout(self.ffn2(self.ffn_ln2(u2)), p=self.dropout, training=self.training)) * okf
