@@ -515,17 +515,26 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
 
 
 @triton.jit
-def _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID, sKx, sGx,
-             REL: tl.constexpr, HAS_DPAD: tl.constexpr, BX: tl.constexpr, DOT_PREC: tl.constexpr,
-             MASKED: tl.constexpr):
-    """acc(BA, BY) += p(x, a)^T @ dO(x, y) for rows x0 .. x0+BX, p recomputed from lse."""
+def _dv_step(acc, K_base, col, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID, sKx, sKa,
+             sGx, REL: tl.constexpr, HAS_DPAD: tl.constexpr, BX: tl.constexpr, DOT_PREC: tl.constexpr,
+             MASKED: tl.constexpr, KT: tl.constexpr):
+    """acc(BA, BY) += p(x, a)^T @ dO(x, y) for rows x0 .. x0+BX, p recomputed from lse.
+
+    KT=False loads the K tile (BX, BA) and transposes p in registers; KT=True loads
+    K^T (BA, BX) directly and builds p^T, with no register transpose."""
     offs_x = x0 + tl.arange(0, BX)
-    K_ptrs = K_cols + offs_x[:, None] * sKx                                       # (BX, BA)
     G_ptrs = DO_cols + offs_x[:, None] * sGx                                      # (BX, BY)
+    if KT:
+        K_ptrs = K_base + col[:, None] * sKa + offs_x[None, :] * sKx              # (BA, BX)
+    else:
+        K_ptrs = K_base + offs_x[:, None] * sKx + col[None, :] * sKa              # (BX, BA)
     if MASKED:
         x_abs = offs_x + q_off
         x_ok = (offs_x < Tq) & _valid(DVALID, b, x_abs, Tt, HAS_DPAD)
-        kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, REL)
+        if KT:
+            kok = a_ok[:, None] & x_ok[None, :] & _rel(x_abs[None, :], offs_a[:, None], P, REL)
+        else:
+            kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, REL)
         k = tl.load(K_ptrs, mask=kok, other=float("-inf")).to(tl.float32)
         lse = tl.load(LSE_row + offs_x, mask=offs_x < Tq, other=0.0)
         g = tl.load(G_ptrs, mask=x_ok[:, None] & y_ok[None, :], other=0.0)
@@ -533,8 +542,13 @@ def _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_o
         k = tl.load(K_ptrs).to(tl.float32)
         lse = tl.load(LSE_row + offs_x)
         g = tl.load(G_ptrs)
-    p = tl.exp2(k * LOG2E - lse[:, None])                                         # (BX, BA)
-    return tl.dot(tl.trans(p.to(g.dtype)), g, acc, input_precision=DOT_PREC)
+    if KT:
+        pt = tl.exp2(k * LOG2E - lse[None, :])                                    # (BA, BX)
+        res = tl.dot(pt.to(g.dtype), g, acc, input_precision=DOT_PREC)
+    else:
+        p = tl.exp2(k * LOG2E - lse[:, None])                                     # (BX, BA)
+        res = tl.dot(tl.trans(p.to(g.dtype)), g, acc, input_precision=DOT_PREC)
+    return res
 
 
 # --------------------------------------------------------------------------
@@ -551,7 +565,7 @@ def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPAN, 
                SEG: tl.constexpr, KIND: tl.constexpr,
                HAS_DPAD: tl.constexpr, HAS_EPAD: tl.constexpr,
                BX: tl.constexpr, BY: tl.constexpr, BA: tl.constexpr,
-               DOT_PREC: tl.constexpr):
+               DOT_PREC: tl.constexpr, KT: tl.constexpr):
     if SEG == 0:
         n_a = Ti
         n_y = Ti
@@ -641,19 +655,19 @@ def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPAN, 
     f_lo = tl.where(even, f_lo, x_hi)
     f_hi = tl.where(even, f_hi, x_hi)
 
-    K_cols = K + b64 * sKb + h64 * sKh + col[None, :] * sKa                      # (1, BA)
+    K_base = K + b64 * sKb + h64 * sKh
     DO_cols = DO + b64 * sGb + h64 * sGh + offs_y[None, :] * sGy                 # (1, BY)
     LSE_row = LSE + bh * Tq
     acc = tl.zeros([BA, BY], tl.float32)
     for x0 in range(x_lo, f_lo, BX):
-        acc = _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
-                       sKx, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, True)
+        acc = _dv_step(acc, K_base, col, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
+                       sKx, sKa, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, True, KT)
     for x0 in range(f_lo, f_hi, BX):
-        acc = _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
-                       sKx, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, False)
+        acc = _dv_step(acc, K_base, col, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
+                       sKx, sKa, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, False, KT)
     for x0 in range(f_hi, x_hi, BX):
-        acc = _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
-                       sKx, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, True)
+        acc = _dv_step(acc, K_base, col, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
+                       sKx, sKa, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, True, KT)
 
     dv = tl.where(vok, acc, 0.0)
     DV_ptrs = DV + b64 * sWb + h64 * sWh + offs_a[:, None] * sWa + offs_y[None, :] * sWy

@@ -71,6 +71,7 @@ class TransConfig:
     dv_block_a: int = 64
     dv_num_warps: int = 8
     dv_num_stages: int = 2
+    dv_load_kt: bool = False   # dV: load K^T tiles instead of transposing p in registers
 
     @classmethod
     def uniform(cls, block: int, **kw) -> "TransConfig":
@@ -380,13 +381,13 @@ def _backward(dout, K, v, v_enc, out, lse, pr: _Prep, cfg: TransConfig, interpre
         kn._dv_kernel[_grid(_cdiv(pr.Tt, BA) * _cdiv(Y, BY), B * H)](
             K, dout, lse, dv, *masks, pr.dspan, pr.espan, *_s(K), *_s(dout), *_s(dv),
             H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=1,
-            BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
+            BX=BX, BY=BY, BA=BA, DOT_PREC=prec, KT=cfg.dv_load_kt, **consts, **extra)
     if need_ve and pr.kind == 3 and pr.Ti > 0:
         dve = torch.empty_like(v_enc)
         kn._dv_kernel[_grid(_cdiv(pr.Ti, BA) * _cdiv(pr.Ti, BY), B * H)](
             K, dout, lse, dve, *masks, pr.dspan, pr.espan, *_s(K), *_s(dout), *_s(dve),
             H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=0,
-            BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
+            BX=BX, BY=BY, BA=BA, DOT_PREC=prec, KT=cfg.dv_load_kt, **consts, **extra)
     elif need_ve and v_enc is not None:
         dve = torch.zeros_like(v_enc)
     return dK, dv, dve
