@@ -88,9 +88,10 @@ def _recording(tf32: bool):
         tt._cuda_matmul_allows_tf32 = saved_prec
 
 
-def record_case(kind: str, T: int, dtype: torch.dtype, padding: bool, tf32: bool = False, B: int = 2, H: int = 64):
+def record_case(kind: str, T: int, dtype: torch.dtype, padding: bool, tf32: bool = False, B: int = 2, H: int = 64,
+                config=None):
     """Launches (name, grid, args, kwargs) of one forward + backward on CPU tensors
-    of the given shape, with the default tile configuration for (dtype, T)."""
+    of the given shape, with ``config`` or the default tile configuration for (dtype, T)."""
     from . import trans_triton as tt
     from .reference import TransMask
 
@@ -109,7 +110,7 @@ def record_case(kind: str, T: int, dtype: torch.dtype, padding: bool, tf32: bool
     v = torch.empty(B, H, Tt, A, dtype=dtype)
     ve = torch.empty(B, H, Ti, Ti, dtype=dtype) if kind == "encdec" else None
     pr = tt._prepare(K, v, mask, ve)
-    cfg = tt.default_config(dtype, A)
+    cfg = config or tt.default_config(dtype, A)
     with _recording(tf32) as rec:
         out, lse = tt._forward(K, v, ve, pr, cfg, False)
         tt._backward(torch.empty_like(out), K, v, ve, out, lse, pr, cfg, False)
