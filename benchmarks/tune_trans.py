@@ -25,15 +25,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from triton_kernels import trans_triton as tt  # noqa: E402
 
 FWD = [dict(block_x=bx, block_y=by, block_a=ba, num_warps=w, num_stages=st) for bx, by, ba, w, st in [
-    (128, 128, 32, 8, 3), (128, 128, 64, 8, 3), (128, 128, 64, 8, 2), (64, 128, 64, 4, 3), (128, 256, 64, 8, 2),
-    (128, 256, 32, 8, 3), (64, 256, 64, 8, 3), (128, 64, 64, 4, 3), (64, 64, 32, 4, 3), (64, 128, 32, 4, 4),
-    (256, 128, 32, 8, 3), (128, 128, 32, 4, 4)]]
+    (128, 128, 32, 8, 3), (128, 128, 64, 8, 3), (128, 128, 64, 8, 2), (128, 256, 64, 8, 2), (128, 256, 32, 8, 3),
+    (64, 256, 64, 8, 3), (64, 128, 64, 4, 3), (256, 128, 32, 8, 3)]]
 DK = [dict(dk_block_x=bx, dk_block_y=by, dk_block_a=ba, dk_num_warps=w, dk_num_stages=st) for bx, by, ba, w, st in [
     (64, 64, 64, 8, 2), (64, 64, 64, 4, 3), (64, 128, 64, 8, 2), (128, 64, 64, 8, 2), (64, 64, 128, 8, 2),
-    (128, 64, 128, 8, 2), (128, 128, 64, 8, 2), (64, 32, 128, 4, 3)]]
+    (128, 128, 64, 8, 2)]]
 DV = [dict(dv_block_x=bx, dv_block_y=by, dv_block_a=ba, dv_num_warps=w, dv_num_stages=st, dv_load_kt=kt)
-      for bx, by, ba, w, st in [(64, 128, 64, 8, 2), (64, 128, 64, 8, 3), (64, 128, 128, 8, 2), (64, 64, 64, 4, 3),
-                                (32, 128, 128, 8, 2), (64, 256, 64, 8, 2), (128, 128, 64, 8, 2)]
+      for bx, by, ba, w, st in [(64, 128, 64, 8, 2), (64, 128, 64, 8, 3), (64, 128, 128, 8, 2), (128, 128, 64, 8, 2)]
       for kt in (False, True)]
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
