@@ -56,8 +56,8 @@ class _Task:
         self.source_dictionary = self.target_dictionary = d
 
 
-def build_folnet(d, layers, ops, device):
-    args = argparse.Namespace(folnet_layers=layers, folnet_ops=ops, dropout=0.0)
+def build_folnet(d, layers, ops, device, trans_impl="auto"):
+    args = argparse.Namespace(folnet_layers=layers, folnet_ops=ops, dropout=0.0, folnet_trans_impl=trans_impl)
     ARCH_CONFIG_REGISTRY["folnet_base"](args)
     cfg = FolnetConfig.from_namespace(args)
     torch.manual_seed(0)
@@ -159,28 +159,29 @@ def step(model, batch, device, measure_memory=False):
     return dt, dc, mem
 
 
-def op_breakdown(cfg, T, batch, device, repeats):
+def op_breakdown(cfg, T, batch, device, repeats, dtype=torch.float32):
     """fwd+bwd time of each operator of one layer, in isolation."""
     d1, d2, H = cfg.folnet_unary_dim, cfg.folnet_binary_dim, cfg.folnet_heads
     g = torch.Generator().manual_seed(1)
-    u1n = torch.randn(batch, T, d1, generator=g).to(device).requires_grad_()
-    u2n = torch.randn(batch, T, T, d2, generator=g).to(device).requires_grad_()
+    u1n = torch.randn(batch, T, d1, generator=g).to(device, dtype).requires_grad_()
+    u2n = torch.randn(batch, T, T, d2, generator=g).to(device, dtype).requires_grad_()
     mask = self_mask("none", torch.zeros(batch, T, dtype=torch.bool, device=device))
     ok = mask.pair_ok
     torch.manual_seed(0)
-    ops = {ch: UNARY_MODULES[ch](d1, d2, H).to(device) for ch in "cjm"}
-    ops.update({ch: BINARY_MODULES[ch](d1, d2, H).to(device) for ch in "ap"})
-    ops["t"] = Trans(d1, d2, H, impl=str(cfg.folnet_trans_impl)).to(device)
+    ops = {ch: UNARY_MODULES[ch](d1, d2, H).to(device, dtype) for ch in "cjm"}
+    ops.update({ch: BINARY_MODULES[ch](d1, d2, H).to(device, dtype) for ch in "ap"})
+    ops["t"] = Trans(d1, d2, H, impl=str(cfg.folnet_trans_impl)).to(device, dtype)
+    writer_t = torch.nn.Linear(d2, d2).to(device, dtype)
     calls = {
         "cjoin (c)": lambda: ops["c"](ops["c"].columns(u1n), u2n, ok, True, transpose=True),  # encoder form
         "join (j)": lambda: ops["j"](u2n, ops["j"].columns(u1n), ok),
         "mu (m)": lambda: ops["m"](u2n, ok),
         "assoc (a)": lambda: ops["a"](u1n, ops["a"].columns(u1n)),
         "prod (p)": lambda: ops["p"](u1n, u2n, ok),
-        "trans (t)": lambda: ops["t"](u2n, ops["t"].rows(u2n), mask.trans),
+        "trans (t)": lambda: ops["t"](u2n, ops["t"].rows(u2n), mask.trans, writer=writer_t),
     }
-    ffn1 = BoolFFN(d1, cfg.folnet_ffn_unary, 0.0).to(device)
-    ffn2 = BinaryBool(d2, cfg.folnet_ffn_binary).to(device)
+    ffn1 = BoolFFN(d1, cfg.folnet_ffn_unary, 0.0).to(device, dtype)
+    ffn2 = BinaryBool(d2, cfg.folnet_ffn_binary).to(device, dtype)
     calls["bool FFN unary"] = lambda: ffn1(u1n)
     calls["bool FFN binary"] = lambda: ffn2(u2n, u2n.transpose(1, 2))
     times = {}
@@ -212,6 +213,11 @@ def main():
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--official-repo", default=None,
                    help="checkout of tencent-ailab/FOLNet: adds the official model as a third column")
+    p.add_argument("--trans-impl", default="auto", choices=["auto", "triton", "torch"],
+                   help="FOLNet's --folnet-trans-impl (auto: the Triton kernels on CUDA)")
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"],
+                   help="parameter and activation dtype of both models")
+    p.add_argument("--tf32", action="store_true", help="fp32 matmuls (and the trans kernels) in TF32")
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads (default 1: on a shared machine, multi-threaded times swing by 10x)")
     args = p.parse_args()
@@ -221,13 +227,19 @@ def main():
     device = torch.device(args.device)
     lengths = [int(t) for t in args.lengths.split(",")]
     d = dictionary()
-    folnet, cfg = build_folnet(d, layers, args.ops, device)
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    if args.tf32:
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+    folnet, cfg = build_folnet(d, layers, args.ops, device, args.trans_impl)
     trf = build_transformer(d, layers, device)
     off = build_official(args.official_repo, d, layers, args.ops, device) if args.official_repo else None
+    folnet, trf = folnet.to(dtype), trf.to(dtype)
+    off = off.to(dtype) if off is not None else None
     nparam = lambda m: sum(p.numel() for p in m.parameters()) / 1e6  # noqa: E731
     dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads)"
     mem_kind = "peak allocated" if device.type == "cuda" else "saved for backward"
-    print(f"# device: {dev_name}; torch {torch.__version__}")
+    print(f"# device: {dev_name}; torch {torch.__version__}; dtype {args.dtype}{' (TF32)' if args.tf32 else ''}; "
+          f"--folnet-trans-impl {args.trans_impl}")
     print(f"# FOLNet folnet_base widths, ops {args.ops}, L={layers}: {nparam(folnet):.1f}M params; "
           f"transformer (RoBERTa, D=768, H=12, FFN 3072, L={layers}): {nparam(trf):.1f}M params; batch {args.batch}")
     if off is not None:
@@ -261,7 +273,7 @@ def main():
               flush=True)
     T = args.breakdown_length or max(lengths)
     del folnet, trf, off
-    times = op_breakdown(cfg, T, args.batch, device, args.repeats)
+    times = op_breakdown(cfg, T, args.batch, device, args.repeats, dtype)
     total = sum(times.values())
     print(f"\n# per-operator forward+backward, one layer, T={T}, batch {args.batch}")
     print("| operator | time (ms) | share |")

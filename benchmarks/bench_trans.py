@@ -1,27 +1,45 @@
-"""Benchmark: fused Triton trans kernels vs the PyTorch reference, in one run.
+"""Benchmark: fused Triton trans kernels against honest baselines, in one run.
 
-    python benchmarks/bench_trans.py                      # full sweep (CUDA device)
-    python benchmarks/bench_trans.py --T 512 1024 --kinds causal --dtypes fp16
-    python benchmarks/bench_trans.py --markdown out.md    # also write the table
+    python benchmarks/bench_trans.py                      # default sweep (CUDA device)
+    python benchmarks/bench_trans.py --T 512 1024 --kinds causal --dtypes bf16
+    python benchmarks/bench_trans.py --markdown out.md    # also write the tables
     TRITON_INTERPRET=1 python benchmarks/bench_trans.py --smoke   # CPU: exercise the script only
 
-For every T in {128, 256, 512, 1024, 2048}, mask kind (none, causal, prefix,
-encdec), dtype (fp16, bf16) and mode (forward; forward+backward) it times
-``triton_kernels.trans_reference`` (dense batched matmul + mask + softmax,
-computed in fp32) and the Triton kernels, and prints time, speed-up, TFLOP/s on
-*useful* FLOPs and the peak memory each call allocates on top of its inputs.
+Every case is timed, in the same process and on the same inputs, for
+  eager     the same-dtype eager PyTorch op: masked softmax, torch.matmul, row mask
+            (``triton_kernels.eager.trans_eager``; masks built once, outside the timing)
+  compiled  ``torch.compile(mode="max-autotune")`` of that eager function (only the
+            cases in ``--compile``: compiling takes minutes per shape)
+  triton    the fused kernels (``trans_triton``)
+  fp32-ref  ``trans_reference`` (fp32 arithmetic whatever the dtype; the old baseline)
+and two speed-of-light rows:
+  bmm       a dense ``torch.bmm`` of the same shape in the same dtype (forward: p @ V;
+            backward: the two products dP = dO V^T and dV = p^T dO)
+  copy      a device copy moving the bytes the kernels must move (see BYTES)
+Forward and backward are timed separately (backward: ``autograd.grad`` on a kept
+graph); "fwd+bwd" is their sum.  Speed-ups are against ``eager`` of the same dtype.
 
 Useful FLOPs: 2 per (x, a, y) triple with an allowed kernel entry K(x, a) and an
-allowed premise entry v(a, y), times H; forward+backward counts 3x that (dK needs
-dP = dO v^T, dV needs p^T dO).  Exponentials and masks are not counted.
+allowed premise entry v(a, y), times H; backward counts 2x that.
+BYTES (the least the op must move through HBM, every tensor once, full size):
+forward reads K, v (, v_enc) and writes out; backward reads K, v (, v_enc), out,
+dO and writes dK, dv (, dv_enc).  GB/s = BYTES / time, and % HBM = GB/s over the
+device's nominal HBM bandwidth (H100 SXM 3.35 TB/s, H200 4.8 TB/s); the ``copy``
+row gives the bandwidth a plain copy reaches in the same run.
 
-Shapes: H = 64 binary heads (FOLNet's D2); B = max(1, 4096 // T) so every row
-has the same number of tokens; encdec uses Ti = Tt = T/2 (so the a and y axes
-have length T); prefix uses P_b = T/2 (T/4 for odd b).  No padding unless
-``--padding`` (then ~12% ragged right padding per sequence).
+Errors: ||out - ref|| / ||ref|| (Frobenius) against the fp64 reference on fp64
+copies of the same inputs, taking the max over the output and every gradient,
+computed on the first 8 heads.
 
-Peak memory = torch.cuda.max_memory_allocated() during one call minus the
-memory allocated before it (inputs, and dO for backward).
+Peak memory: torch.cuda.max_memory_allocated() during forward+backward minus
+what was allocated before (inputs, dO).
+
+Shapes: H = 64 (FOLNet's D2 binary channels); B = max(1, 4096 // T); encdec
+uses Ti = Tt = T/2; prefix uses P_b = T/2 (T/4 for odd b).  ``--padding`` gives
+~12% ragged right padding per sequence.  ``--decode`` rows are one incremental
+step: Tq = 1 row at query_offset T - 1 against the full premise (forward only).
+``--module`` rows time FOLNet's whole ``Trans`` module from channel-last binary
+atoms (B, T, T, D2): projections, trans, output projection, forward+backward.
 """
 from __future__ import annotations
 
@@ -37,12 +55,32 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from triton_kernels import TransMask, allowed_masks, trans_reference  # noqa: E402
 from triton_kernels import trans_triton as tt  # noqa: E402
+from triton_kernels.eager import premise, trans_eager  # noqa: E402
 
-DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "tf32": torch.float32}
 KINDS = ("none", "causal", "prefix", "encdec")
+HBM_PEAK = {"H100": 3.35e12, "H200": 4.8e12}
 
 
-def make_case(kind, T, B, H, dtype, device, padding):
+def hbm_peak() -> float:
+    if not torch.cuda.is_available():
+        return float("nan")
+    name = torch.cuda.get_device_name()
+    for k, v in HBM_PEAK.items():
+        if k in name:
+            return v
+    return float("nan")
+
+
+def set_tf32(on: bool):
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):
+        m.fp32_precision = "tf32" if on else "ieee"
+    else:
+        m.allow_tf32 = on
+
+
+def make_case(kind, T, B, H, dtype, device, padding, q_off=None):
     g = torch.Generator(device="cpu").manual_seed(T)
     lengths = torch.full((B,), T)
     if padding:
@@ -51,16 +89,18 @@ def make_case(kind, T, B, H, dtype, device, padding):
         Ti = Tt = T // 2
         kp = (torch.arange(Tt)[None] >= (lengths[:, None] // 2)) if padding else None
         ep = (torch.arange(Ti)[None] >= (lengths.flip(0)[:, None] // 2)) if padding else None
+        q = Tt - 1 if q_off is not None else 0
         mask = TransMask("encdec", key_padding=None if kp is None else kp.to(device),
-                         enc_padding=None if ep is None else ep.to(device))
-        K = torch.randn(B, H, Tt, Ti + Tt, generator=g).to(device, dtype)
+                         enc_padding=None if ep is None else ep.to(device), query_offset=q)
+        K = torch.randn(B, H, Tt - q, Ti + Tt, generator=g).to(device, dtype)
         v = torch.randn(B, H, Tt, Ti + Tt, generator=g).to(device, dtype)
         ve = torch.randn(B, H, Ti, Ti, generator=g).to(device, dtype)
         return K, v, ve, mask
     kp = (torch.arange(T)[None] >= lengths[:, None]).to(device) if padding else None
     P = torch.tensor([T // 2 if b % 2 == 0 else T // 4 for b in range(B)], device=device)
-    mask = TransMask(kind, key_padding=kp, prefix_lengths=P if kind == "prefix" else None)
-    K = torch.randn(B, H, T, T, generator=g).to(device, dtype)
+    q = T - 1 if q_off is not None else 0
+    mask = TransMask(kind, key_padding=kp, prefix_lengths=P if kind == "prefix" else None, query_offset=q)
+    K = torch.randn(B, H, T - q, T, generator=g).to(device, dtype)
     v = torch.randn(B, H, T, T, generator=g).to(device, dtype)
     return K, v, None, mask
 
@@ -73,6 +113,10 @@ def useful_flops(K, v, ve, mask) -> float:
     v_ok = v_ok.expand(B, *v_ok.shape[1:]).float()
     count = sum(float((k_ok[b] @ v_ok[b]).double().sum()) for b in range(B))
     return 2.0 * K.shape[1] * count
+
+
+def nbytes(*ts) -> int:
+    return sum(t.numel() * t.element_size() for t in ts if t is not None)
 
 
 def _sync(device):
@@ -114,144 +158,356 @@ def peak_mib(fn, device) -> float:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def make_call(impl, K, v, ve, mask, backward: bool, dout=None):
-    fn = trans_reference if impl == "torch" else tt.trans_triton
+def impl_fn(name, mask, masks, compiled):
+    if name == "eager":
+        return lambda K, v, ve: trans_eager(K, v, mask, ve, masks=masks)
+    if name == "compiled":
+        return lambda K, v, ve: compiled(K, v, ve)
+    if name == "triton":
+        return lambda K, v, ve: tt.trans_triton(K, v, mask, ve)
+    if name == "fp32-ref":
+        return lambda K, v, ve: trans_reference(K, v, mask, ve)
+    raise ValueError(name)
+
+
+def fwd_bwd_times(fn, ins, dout, device, args, backward=True):
+    """(forward ms, backward ms, peak MiB of forward+backward)."""
+    def fwd():
+        with torch.no_grad():
+            fn(*ins)
+    t_f = timed(fwd, device, args.warmup, args.rep)
     if not backward:
-        def call():
-            with torch.no_grad():
-                fn(K, v, mask, ve)
-        return call
-    ins = [K, v] + ([ve] if ve is not None else [])
+        return t_f, float("nan"), peak_mib(fwd, device)
+    leaves = [t for t in ins if t is not None]
+    for t in leaves:
+        t.requires_grad_(True)
+    out = fn(*ins)
 
-    def call():
-        for t in ins:
-            t.grad = None
-        fn(K, v, mask, ve).backward(dout)
-    return call
+    def bwd():
+        torch.autograd.grad(out, leaves, dout, retain_graph=True)
+    t_b = timed(bwd, device, args.warmup, args.rep)
+    del out
+
+    def both():
+        torch.autograd.grad(fn(*ins), leaves, dout)
+    mem = peak_mib(both, device)
+    for t in leaves:
+        t.requires_grad_(False)
+    return t_f, t_b, mem
 
 
-def max_errors(K, v, ve, mask, backward, dout):
-    """max |triton - reference| / max |reference| over the output (and each gradient for fwd+bwd)."""
-    ins = [K, v] + ([ve] if ve is not None else [])
+def rel_error(fn, ins, dout, backward) -> float:
+    """max over output (and grads) of ||x - ref|| / ||ref||, vs fp64, on the first 8 heads."""
+    sub = [None if t is None else t[:, :8].detach().clone() for t in ins]
+    d = dout[:, :8] if dout is not None else None
+    ref_ins = [None if t is None else t.double().requires_grad_(backward) for t in sub]
+    got_ins = [None if t is None else t.requires_grad_(backward) for t in sub]
+    mask = None
+    return _err(fn, got_ins, ref_ins, d, backward, mask)
+
+
+def _err(fn, got_ins, ref_ins, d, backward, _):
     res = []
-    for fn in (trans_reference, tt.trans_triton):
-        for t in ins:
-            t.grad = None
+    for f, ins in ((fn, got_ins), (fn.ref, ref_ins)):
+        out = f(*ins)
+        vals = [out.detach().double()]
         if backward:
-            out = fn(K, v, mask, ve)
-            out.backward(dout)
-            res.append([out.detach().float()] + [t.grad.float() for t in ins])
-        else:
-            with torch.no_grad():
-                res.append([fn(K, v, mask, ve).float()])
-    for t in ins:
-        t.grad = None
-    return max(float((a - b).abs().max() / b.abs().max().clamp_min(1e-30)) for a, b in zip(*res))
+            leaves = [t for t in ins if t is not None]
+            vals += [g.double() for g in torch.autograd.grad(out, leaves, d.to(out.dtype))]
+        res.append(vals)
+    return max(float((a - b).norm() / b.norm().clamp_min(1e-300)) for a, b in zip(*res))
 
 
-def run(args) -> list:
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+class Row(dict):
+    pass
+
+
+def bench_case(args, device, kind, T, dname, padding, decode=False):
+    dtype = DTYPES[dname]
+    set_tf32(dname == "tf32")
+    B = args.batch or max(1, 4096 // T)
+    K, v, ve, mask = make_case(kind, T, B, args.heads, dtype, device, padding, q_off=0 if decode else None)
+    masks = allowed_masks(K, v, mask, ve)
+    flops = useful_flops(K, v, ve, mask)
+    backward = not decode
+    dout = torch.randn(K.shape[0], K.shape[1], K.shape[2], v.shape[-1], device=device, dtype=dtype) \
+        if backward else None
+    ins = [K, v, ve]
+    case = dict(T=T, B=B, kind=kind + ("+pad" if padding else "") + (" Tq=1" if decode else ""), dtype=dname)
+    out_t = torch.empty(K.shape[0], K.shape[1], K.shape[2], v.shape[-1], device=device, dtype=dtype)
+    fwd_bytes = nbytes(K, v, ve, out_t)
+    bwd_bytes = nbytes(K, v, ve, out_t, dout) + nbytes(K, v, ve)
     rows = []
-    for T in args.T:
-        B = args.batch or max(1, 4096 // T)
-        for kind in args.kinds:
-            for dname in args.dtypes:
-                dtype = DTYPES[dname]
-                K, v, ve, mask = make_case(kind, T, B, args.heads, dtype, device, args.padding)
-                flops = useful_flops(K, v, ve, mask)
-                dense = 2.0 * args.heads * B * K.shape[2] * K.shape[3] * v.shape[-1]
-                for mode in args.modes:
-                    backward = mode == "fwd+bwd"
-                    for t in (K, v, ve):
-                        if t is not None:
-                            t.requires_grad_(backward)
-                    dout = torch.randn(K.shape[0], K.shape[1], K.shape[2], v.shape[-1],
-                                       device=device, dtype=dtype) if backward else None
-                    mult = 3.0 if backward else 1.0
-                    row = dict(T=T, B=B, kind=kind, dtype=dname, mode=mode, useful=flops / dense)
-                    for impl in ("torch", "triton"):
-                        call = make_call(impl, K, v, ve, mask, backward, dout)
-                        try:
-                            ms = timed(call, device, args.warmup, args.rep)
-                            mem = peak_mib(call, device)
-                        except torch.cuda.OutOfMemoryError:
-                            ms, mem = float("nan"), float("nan")
-                            torch.cuda.empty_cache()
-                        row[impl + "_ms"] = ms
-                        row[impl + "_tflops"] = mult * flops / (ms * 1e-3) / 1e12 if ms == ms else float("nan")
-                        row[impl + "_mib"] = mem
-                    row["err"] = max_errors(K, v, ve, mask, backward, dout) if args.check else float("nan")
-                    rows.append(row)
-                    print(format_row(row), flush=True)
-                del K, v, ve
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
+    names = ["eager", "triton", "fp32-ref"]
+    key = f"{kind}:{T}:{dname}"
+    compiled = None
+    if device.type == "cuda" and key in args.compile and not decode and not padding:
+        names.insert(1, "compiled")
+        compiled = torch.compile(lambda K, v, ve: trans_eager(K, v, mask, ve, masks=masks), mode="max-autotune",
+                                 dynamic=False)
+    eager_total = None
+    for name in names:
+        fn = impl_fn(name, mask, masks, compiled)
+        fn_ref = (lambda K, v, ve: trans_reference(K, v, mask, ve))
+        r = Row(case, impl=name)
+        try:
+            t0 = time.time()
+            r["fwd"], r["bwd"], r["mib"] = fwd_bwd_times(fn, ins, dout, device, args, backward)
+            r["setup_s"] = time.time() - t0
+        except torch.cuda.OutOfMemoryError:
+            r["fwd"] = r["bwd"] = r["mib"] = float("nan")
+            torch.cuda.empty_cache()
+        r["total"] = r["fwd"] + (r["bwd"] if backward else 0.0)
+        if name == "eager":
+            eager_total = r["total"]
+        r["speedup"] = eager_total / r["total"] if eager_total else float("nan")
+        r["tflops"] = (3.0 if backward else 1.0) * flops / (r["total"] * 1e-3) / 1e12
+        r["gbs"] = fwd_bytes / (r["fwd"] * 1e-3) / 1e9
+        r["gbs_b"] = bwd_bytes / (r["bwd"] * 1e-3) / 1e9 if backward else float("nan")
+        if args.check:
+            wrapped = fn
+            wrapped_ref = fn_ref
+
+            class F:
+                def __call__(self, *a):
+                    return wrapped(*a)
+                ref = staticmethod(wrapped_ref)
+            try:
+                r["err"] = rel_error(F(), ins, dout, backward)
+            except Exception as e:  # noqa: BLE001  (report, do not abort the sweep)
+                print(f"error check failed for {name}: {e}", file=sys.stderr)
+                r["err"] = float("nan")
+        else:
+            r["err"] = float("nan")
+        if name == "triton" and device.type == "cuda" and args.kernel_times:
+            r["kernels"] = kernel_times(fn, ins, dout, backward)
+        rows.append(r)
+        print(format_row(r), flush=True)
+    if device.type == "cuda":
+        rows += speed_of_light(case, K, v, ve, mask, dout, fwd_bytes, bwd_bytes, backward, device, args,
+                               eager_total, flops)
+    del K, v, ve, dout, masks
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    set_tf32(False)
     return rows
 
 
-HEADER = ("| T | B | mask | dtype | mode | useful/dense | torch ms | triton ms | speed-up | "
-          "torch TFLOP/s | triton TFLOP/s | torch peak MiB | triton peak MiB | memory ratio | max rel err |")
+def speed_of_light(case, K, v, ve, mask, dout, fwd_bytes, bwd_bytes, backward, device, args, eager_total, flops):
+    """Dense bmm of the same shapes (same dtype) and a copy of the bytes the kernels move."""
+    rows = []
+    BH = K.shape[0] * K.shape[1]
+    V = premise(v, ve, mask)
+    P = K.reshape(BH, K.shape[2], K.shape[3])
+    Vm = V.reshape(BH, V.shape[2], V.shape[3])
+    r = Row(case, impl="bmm (dense)")
+    r["fwd"] = timed(lambda: torch.bmm(P, Vm), device, args.warmup, args.rep)
+    if backward:
+        G = dout.reshape(BH, dout.shape[2], dout.shape[3])
+        r["bwd"] = timed(lambda: (torch.bmm(G, Vm.transpose(1, 2)), torch.bmm(P.transpose(1, 2), G)),
+                         device, args.warmup, args.rep)
+    else:
+        r["bwd"] = float("nan")
+    r["total"] = r["fwd"] + (r["bwd"] if backward else 0.0)
+    r["speedup"] = eager_total / r["total"]
+    r["tflops"] = (3.0 if backward else 1.0) * 2.0 * BH * P.shape[1] * P.shape[2] * Vm.shape[2] / (r["total"] * 1e-3) / 1e12
+    r["gbs"] = r["gbs_b"] = r["mib"] = r["err"] = float("nan")
+    rows.append(r)
+    print(format_row(r), flush=True)
+    r = Row(case, impl="copy (bytes)")
+    src = torch.empty(fwd_bytes // 2, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    r["fwd"] = timed(lambda: dst.copy_(src), device, args.warmup, args.rep)
+    r["gbs"] = fwd_bytes / (r["fwd"] * 1e-3) / 1e9
+    del src, dst
+    if backward:
+        src = torch.empty(bwd_bytes // 2, dtype=torch.uint8, device=device)
+        dst = torch.empty_like(src)
+        r["bwd"] = timed(lambda: dst.copy_(src), device, args.warmup, args.rep)
+        r["gbs_b"] = bwd_bytes / (r["bwd"] * 1e-3) / 1e9
+        del src, dst
+    else:
+        r["bwd"] = r["gbs_b"] = float("nan")
+    r["total"] = r["fwd"] + (r["bwd"] if backward else 0.0)
+    r["speedup"] = eager_total / r["total"]
+    r["tflops"] = r["mib"] = r["err"] = float("nan")
+    rows.append(r)
+    print(format_row(r), flush=True)
+    return rows
+
+
+def kernel_times(fn, ins, dout, backward) -> str:
+    """Device time per Triton kernel over one forward(+backward), from the profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    leaves = [t for t in ins if t is not None]
+    for t in leaves:
+        t.requires_grad_(backward)
+    fn(*ins)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = fn(*ins)
+        if backward:
+            torch.autograd.grad(out, leaves, dout)
+        torch.cuda.synchronize()
+    for t in leaves:
+        t.requires_grad_(False)
+    acc = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.name.startswith("_"):
+            name = e.name.split("_kernel")[0].lstrip("_")
+            acc[name] = acc.get(name, 0.0) + e.device_time_total / 1e3
+    return ", ".join(f"{k} {v:.3f}" for k, v in acc.items())
+
+
+def module_rows(args, device, T, dname):
+    """FOLNet's Trans module from channel-last atoms (B, T, T, D2), fwd+bwd, causal."""
+    import torch.nn as nn
+    from plugins.layers.folnet_ops import Trans
+    dtype = DTYPES[dname]
+    set_tf32(dname == "tf32")
+    D2 = args.heads
+    B = args.batch or max(1, 4096 // T)
+    torch.manual_seed(0)
+    mod = Trans(D2, D2, 1, impl="triton").to(device, dtype)
+    writer = nn.Linear(D2, D2).to(device, dtype)
+    lin_k, lin_v = mod.kernel, mod.premise
+    u2n = torch.randn(B, T, T, D2, device=device, dtype=dtype)
+    mask = TransMask("causal")
+    Kd = torch.empty(B, D2, T, T, device=device, dtype=dtype)
+    masks = allowed_masks(Kd, Kd, mask)
+    del Kd
+    dout = torch.randn(B, T, T, D2, device=device, dtype=dtype)
+
+    def channel_last_eager(u):   # the naive channel-last module, same dtype, eager op
+        K = lin_k(u).permute(0, 3, 1, 2)
+        v = lin_v(u).permute(0, 3, 1, 2)
+        return writer(trans_eager(K, v, mask, masks=masks).permute(0, 2, 3, 1))
+
+    def trans_module(impl):
+        def f(u):
+            mod.impl = impl
+            return mod(u, mod.rows(u), mask, writer=writer)
+        return f
+
+    rows = []
+    eager_total = None
+    for name, f in (("module: channel-last eager", channel_last_eager),
+                    ("module: Trans (triton)", trans_module("triton")),
+                    ("module: Trans (auto)", trans_module("auto"))):
+        r = Row(T=T, B=B, kind="causal module", dtype=dname, impl=name)
+        r["fwd"], r["bwd"], r["mib"] = fwd_bwd_times(lambda u, _a, _b: f(u), [u2n, None, None], dout, device, args)
+        r["total"] = r["fwd"] + r["bwd"]
+        eager_total = eager_total or r["total"]
+        r["speedup"] = eager_total / r["total"]
+        r["tflops"] = r["gbs"] = r["gbs_b"] = r["err"] = float("nan")
+        rows.append(r)
+        print(format_row(r), flush=True)
+    set_tf32(False)
+    return rows
+
+
+HEADER = ("| T | B | mask | dtype | impl | fwd ms | bwd ms | fwd+bwd ms | vs eager | useful TFLOP/s | "
+          "fwd GB/s (% HBM) | bwd GB/s (% HBM) | peak MiB | rel err vs fp64 |")
 RULE = "|" + "---|" * (HEADER.count("|") - 1)
+PEAK = [float("nan")]
 
 
 def _f(x, spec, suffix=""):
     return "n/a" if x != x else format(x, spec) + suffix
 
 
+def _bw(x):
+    if x != x:
+        return "n/a"
+    pct = 100 * x * 1e9 / PEAK[0]
+    return f"{x:.0f} ({pct:.0f}%)" if pct == pct else f"{x:.0f}"
+
+
 def format_row(r) -> str:
-    speed = r["torch_ms"] / r["triton_ms"] if r["triton_ms"] == r["triton_ms"] else float("nan")
-    memr = r["torch_mib"] / r["triton_mib"] if r["triton_mib"] and r["triton_mib"] == r["triton_mib"] \
-        else float("nan")
-    return (f"| {r['T']} | {r['B']} | {r['kind']} | {r['dtype']} | {r['mode']} | {r['useful']:.3f} | "
-            f"{_f(r['torch_ms'], '.3f')} | {_f(r['triton_ms'], '.3f')} | {_f(speed, '.2f', 'x')} | "
-            f"{_f(r['torch_tflops'], '.1f')} | {_f(r['triton_tflops'], '.1f')} | "
-            f"{_f(r['torch_mib'], '.0f')} | {_f(r['triton_mib'], '.0f')} | {_f(memr, '.1f', 'x')} | "
+    return (f"| {r['T']} | {r['B']} | {r['kind']} | {r['dtype']} | {r['impl']} | {_f(r['fwd'], '.3f')} | "
+            f"{_f(r['bwd'], '.3f')} | {_f(r['total'], '.3f')} | {_f(r['speedup'], '.2f', 'x')} | "
+            f"{_f(r['tflops'], '.1f')} | {_bw(r['gbs'])} | {_bw(r['gbs_b'])} | {_f(r['mib'], '.0f')} | "
             f"{_f(r['err'], '.1e')} |")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--T", type=int, nargs="+", default=[128, 256, 512, 1024, 2048])
+    ap.add_argument("--T", type=int, nargs="+", default=[256, 512, 1024, 2048])
     ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
-    ap.add_argument("--dtypes", nargs="+", default=["fp16", "bf16"], choices=list(DTYPES))
-    ap.add_argument("--modes", nargs="+", default=["fwd", "fwd+bwd"], choices=["fwd", "fwd+bwd"])
+    ap.add_argument("--dtypes", nargs="+", default=["bf16"], choices=list(DTYPES),
+                    help="tf32 = fp32 inputs with torch's TF32 matmul setting on")
+    ap.add_argument("--fp32-cases", nargs="*", default=["causal:1024", "none:512"],
+                    help="kind:T cases also run in fp32 (IEEE) and tf32")
+    ap.add_argument("--padding-cases", nargs="*", default=["causal:1024", "encdec:1024"],
+                    help="kind:T cases also run with ragged padding (bf16)")
+    ap.add_argument("--decode", type=int, nargs="*", default=[1024, 2048], help="T of the Tq=1 decode rows (causal)")
+    ap.add_argument("--module", type=int, nargs="*", default=[512, 1024], help="T of the whole-module rows")
+    ap.add_argument("--compile", nargs="*", default=["causal:1024:bf16", "none:512:bf16"],
+                    help="kind:T:dtype cases that also time torch.compile(max-autotune)")
     ap.add_argument("--heads", type=int, default=64)
     ap.add_argument("--batch", type=int, default=0, help="0: max(1, 4096 // T)")
-    ap.add_argument("--padding", action="store_true", help="ragged right padding (up to T/4)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--rep", type=int, default=10)
-    ap.add_argument("--no-check", dest="check", action="store_false",
-                    help="skip the max-rel-error column (saves one extra call per row)")
-    ap.add_argument("--markdown", help="also write the table to this file")
+    ap.add_argument("--no-check", dest="check", action="store_false", help="skip the error column")
+    ap.add_argument("--no-kernel-times", dest="kernel_times", action="store_false")
+    ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument("--smoke", action="store_true",
                     help="CPU + TRITON_INTERPRET=1: tiny sizes, to exercise this script (no figures)")
     args = ap.parse_args(argv)
 
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if args.smoke:
         if torch.cuda.is_available() or not tt.interpreter_usable():
             sys.exit("--smoke is for CPU runs with TRITON_INTERPRET=1 set before starting Python")
         args.T, args.heads, args.batch, args.rep, args.warmup = [32], 2, 2, 1, 0
-        args.dtypes = [d for d in args.dtypes if d != "bf16"] or ["fp16"]  # no bf16 in the interpreter
+        args.dtypes = ["fp16"]   # no bf16 in the interpreter
+        args.fp32_cases = ["causal:32"]
+        args.padding_cases = ["causal:32", "encdec:32"]
+        args.decode, args.module, args.compile = [32], [16], []
         print("SMOKE RUN on the CPU Triton interpreter: the times below are NOT performance figures.")
     elif not torch.cuda.is_available():
-        print("No CUDA device: the Triton kernels cannot be timed here (GPU figures are still owed). "
-              "Run on a CUDA machine, or use --smoke with TRITON_INTERPRET=1 to exercise the script.")
+        print("No CUDA device: the Triton kernels cannot be timed here. Run on a CUDA machine, "
+              "or use --smoke with TRITON_INTERPRET=1 to exercise the script.")
         return 0
-
+    args.compile = set(args.compile)
+    PEAK[0] = hbm_peak()
     dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (Triton interpreter smoke run)"
     import triton
     meta = (f"device: {dev}; torch {torch.__version__}; triton {triton.__version__}; H={args.heads}; "
-            f"padding={'ragged' if args.padding else 'none'}; autotune={'on' if tt._autotune_enabled() else 'off'}")
+            f"nominal HBM {PEAK[0] / 1e12:.2f} TB/s; autotune={'on' if tt._autotune_enabled() else 'off'}")
     print(meta)
     print(HEADER)
     print(RULE)
-    rows = run(args)
+    rows = []
+    for T in args.T:
+        for kind in args.kinds:
+            for dname in args.dtypes:
+                rows += bench_case(args, device, kind, T, dname, padding=False)
+    for spec in args.fp32_cases:
+        kind, T = spec.split(":")
+        for dname in ("fp32", "tf32"):
+            rows += bench_case(args, device, kind, int(T), dname, padding=False)
+    for spec in args.padding_cases:
+        kind, T = spec.split(":")
+        rows += bench_case(args, device, kind, int(T), args.dtypes[0], padding=True)
+    for T in args.decode:
+        rows += bench_case(args, device, "causal", T, args.dtypes[0], padding=False, decode=True)
+    for T in args.module:
+        rows += module_rows(args, device, T, args.dtypes[0])
+    ktab = [f"| {r['T']} | {r['kind']} | {r['dtype']} | {r['kernels']} |" for r in rows if r.get("kernels")]
+    if ktab:
+        print("\nper-kernel device time (ms), one forward + backward (profiler):")
+        print("| T | mask | dtype | kernels |\n|---|---|---|---|")
+        print("\n".join(ktab))
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(meta + "\n\n" + HEADER + "\n" + RULE + "\n" + "\n".join(format_row(r) for r in rows) + "\n")
-    bad = [r for r in rows if args.check and not (r["err"] < (2e-2 if r["dtype"] != "fp32" else 1e-3))]
+            if ktab:
+                f.write("\n| T | mask | dtype | per-kernel ms (fwd+bwd) |\n|---|---|---|---|\n" + "\n".join(ktab) + "\n")
+    bound = {"fp16": 1e-2, "bf16": 2e-2, "tf32": 5e-3, "fp32": 1e-4}
+    bad = [r for r in rows if r["impl"] == "triton" and args.check and not (r["err"] < bound[r["dtype"]])]
     if bad:
-        print(f"WARNING: {len(bad)} rows exceed the error bound", file=sys.stderr)
+        print(f"WARNING: {len(bad)} triton rows exceed the error bound", file=sys.stderr)
         return 1
     return 0
 

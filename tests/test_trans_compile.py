@@ -2,9 +2,11 @@
 
 Runs ``python -m triton_kernels.compile_check --quick`` in a fresh process
 without TRITON_INTERPRET (the interpreter tests set it in this process): the
-real Triton -> PTX -> cubin pipeline, with Triton's bundled ptxas, on the fp16
-kernels for causal+padding and encdec+padding (every kernel and both dK/dV
-segments).  Nothing runs on a device.  The full matrix (all kinds, padding on
+real Triton -> PTX -> cubin pipeline, with Triton's bundled ptxas, on the
+launches the wrappers make (with the divisibility hints Triton's JIT adds at
+run time) for fp16 causal+padding and encdec+padding (every kernel and both
+dK/dV segments), bf16 causal+padding and fp32 (TF32) causal+padding.  Nothing
+runs on a device.  The full matrix (all kinds, padding on
 and off, fp16/bf16/fp32) is ``python -m triton_kernels.compile_check``.
 """
 import os
@@ -30,6 +32,8 @@ def test_kernels_compile_for_sm90_without_spills():
                        capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     ok = [line for line in r.stdout.splitlines() if line.startswith("ok ")]
-    assert len(ok) >= 10, r.stdout
+    assert len(ok) >= 20, r.stdout
+    for dtype in ("fp16", "bf16", "fp32"):
+        assert any(f" {dtype} " in line for line in ok), dtype
     stacks = [int(m) for m in re.findall(r"STACK (\d+) B", r.stdout)]
     assert len(stacks) == len(ok) and max(stacks) == 0, "register spills:\n" + r.stdout

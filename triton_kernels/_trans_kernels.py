@@ -116,8 +116,20 @@ def _kernel_hi(x_last_abs, P, n, KIND: tl.constexpr):
     return hi
 
 
+@triton.jit
+def _tile_and_bh(n_tiles):
+    """Decode the flat program id: (tile index, b*H + h).
+
+    The grid is 1-D, n_tiles * B * H programs (grid axis 0 holds up to 2^31 - 1
+    programs; axes 1 and 2 only 65535, too few for B * D2 = 1024 * 64).  The tile
+    index varies fastest, so the programs running at once are the tiles of a few
+    (b, h) matrices and share their K rows and premise columns in L2."""
+    pid = tl.program_id(0)
+    return pid % n_tiles, pid // n_tiles
+
+
 # --------------------------------------------------------------------------
-# Pass 1: row log-sum-exp (base 2) over every allowed a.  grid (cdiv(Tq, BX), B*H)
+# Pass 1: row log-sum-exp (base 2) over every allowed a.  grid (cdiv(Tq, BX) * B*H,)
 # --------------------------------------------------------------------------
 @triton.jit
 def _lse_kernel(K, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
@@ -125,8 +137,7 @@ def _lse_kernel(K, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN,
                 H, Tq, Ti, Tt, q_off,
                 KIND: tl.constexpr, HAS_DPAD: tl.constexpr, HAS_EPAD: tl.constexpr,
                 BX: tl.constexpr, BA: tl.constexpr):
-    xb = tl.program_id(0)
-    bh = tl.program_id(1)
+    xb, bh = _tile_and_bh(tl.cdiv(Tq, BX))
     b = bh // H
     h = bh % H
     offs_x = xb * BX + tl.arange(0, BX)                       # (BX,)
@@ -204,7 +215,7 @@ def _fwd_step(acc, K_rows, V_cols, a0, k_col0, lse, x_ok, x_abs, y_ok, offs_y, P
 
 # --------------------------------------------------------------------------
 # Pass 2: O(x, y) = sum_a exp2(K(x,a) log2e - lse(x)) Vm(a, y).
-# grid (cdiv(Tq, BX) * cdiv(Y, BY), B*H); each program owns one (x, y) tile and
+# grid (cdiv(Tq, BX) * cdiv(Y, BY) * B*H,); each program owns one (x, y) tile and
 # loops only over the a-blocks its masks can reach.
 # --------------------------------------------------------------------------
 @triton.jit
@@ -219,12 +230,12 @@ def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPA
                 DOT_PREC: tl.constexpr):
     Y = Ti + Tt
     n_yb = tl.cdiv(Y, BY)
-    pid = tl.program_id(0)
+    n_xb = tl.cdiv(Tq, BX)
+    pid, bh = _tile_and_bh(n_xb * n_yb)
     # last row-blocks first: under causal masks they carry the most a-blocks,
     # so the longest programs start first (shorter tail)
-    xb = tl.cdiv(Tq, BX) - 1 - pid // n_yb
+    xb = n_xb - 1 - pid // n_yb
     yb = pid % n_yb
-    bh = tl.program_id(1)
     b = bh // H
     h = bh % H
     b64 = b.to(tl.int64)
@@ -330,7 +341,7 @@ def _fwd_kernel(K, V, VE, O, LSE, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPA
 
 
 # --------------------------------------------------------------------------
-# Backward helper: delta(x) = sum_y dO(x, y) O(x, y).  grid (cdiv(Tq, BX), B*H)
+# Backward helper: delta(x) = sum_y dO(x, y) O(x, y).  grid (cdiv(Tq, BX) * B*H,)
 # --------------------------------------------------------------------------
 @triton.jit
 def _delta_kernel(O, DO, DELTA,
@@ -338,8 +349,7 @@ def _delta_kernel(O, DO, DELTA,
                   sGb, sGh, sGx, sGy,
                   H, Tq, Y,
                   BX: tl.constexpr, BY: tl.constexpr):
-    xb = tl.program_id(0)
-    bh = tl.program_id(1)
+    xb, bh = _tile_and_bh(tl.cdiv(Tq, BX))
     b64 = (bh // H).to(tl.int64)
     h64 = (bh % H).to(tl.int64)
     offs_x = xb * BX + tl.arange(0, BX)
@@ -395,7 +405,7 @@ def _dk_loops(dp, DO_rows, V_rows, y_lo, y_hi, f_lo, f_hi, even, col0, x_in, a_o
 
 # --------------------------------------------------------------------------
 # dK(x, a) = p(x, a) (dP(x, a) - delta(x)),  dP(x, a) = sum_y dO(x, y) Vm(a, y)
-# grid (cdiv(Tq, BX) * cdiv(n_a, BA), B*H) for one column segment:
+# grid (cdiv(Tq, BX) * cdiv(n_a, BA) * B*H,) for one column segment:
 #   SEG 0: encoder columns a in [0, Ti) (encdec only), premise v_enc
 #   SEG 1: self / decoder columns j, K column Ti + j, premise v
 # --------------------------------------------------------------------------
@@ -416,11 +426,11 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
     else:
         n_a = Tt
     n_ab = tl.cdiv(n_a, BA)
-    pid = tl.program_id(0)
+    n_xb = tl.cdiv(Tq, BX)
+    pid, bh = _tile_and_bh(n_xb * n_ab)
     # longest programs first under causal masks (large x and large a: longest y loop)
-    xb = tl.cdiv(Tq, BX) - 1 - pid // n_ab
+    xb = n_xb - 1 - pid // n_ab
     ab = n_ab - 1 - pid % n_ab
-    bh = tl.program_id(1)
     b = bh // H
     h = bh % H
     b64 = b.to(tl.int64)
@@ -505,17 +515,26 @@ def _dk_kernel(K, V, VE, DO, LSE, DELTA, DK, DVALID, EVALID, DLO, DHI, ELO, EHI,
 
 
 @triton.jit
-def _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID, sKx, sGx,
-             REL: tl.constexpr, HAS_DPAD: tl.constexpr, BX: tl.constexpr, DOT_PREC: tl.constexpr,
-             MASKED: tl.constexpr):
-    """acc(BA, BY) += p(x, a)^T @ dO(x, y) for rows x0 .. x0+BX, p recomputed from lse."""
+def _dv_step(acc, K_base, col, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID, sKx, sKa,
+             sGx, REL: tl.constexpr, HAS_DPAD: tl.constexpr, BX: tl.constexpr, DOT_PREC: tl.constexpr,
+             MASKED: tl.constexpr, KT: tl.constexpr):
+    """acc(BA, BY) += p(x, a)^T @ dO(x, y) for rows x0 .. x0+BX, p recomputed from lse.
+
+    KT=False loads the K tile (BX, BA) and transposes p in registers; KT=True loads
+    K^T (BA, BX) directly and builds p^T, with no register transpose."""
     offs_x = x0 + tl.arange(0, BX)
-    K_ptrs = K_cols + offs_x[:, None] * sKx                                       # (BX, BA)
     G_ptrs = DO_cols + offs_x[:, None] * sGx                                      # (BX, BY)
+    if KT:
+        K_ptrs = K_base + col[:, None] * sKa + offs_x[None, :] * sKx              # (BA, BX)
+    else:
+        K_ptrs = K_base + offs_x[:, None] * sKx + col[None, :] * sKa              # (BX, BA)
     if MASKED:
         x_abs = offs_x + q_off
         x_ok = (offs_x < Tq) & _valid(DVALID, b, x_abs, Tt, HAS_DPAD)
-        kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, REL)
+        if KT:
+            kok = a_ok[:, None] & x_ok[None, :] & _rel(x_abs[None, :], offs_a[:, None], P, REL)
+        else:
+            kok = x_ok[:, None] & a_ok[None, :] & _rel(x_abs[:, None], offs_a[None, :], P, REL)
         k = tl.load(K_ptrs, mask=kok, other=float("-inf")).to(tl.float32)
         lse = tl.load(LSE_row + offs_x, mask=offs_x < Tq, other=0.0)
         g = tl.load(G_ptrs, mask=x_ok[:, None] & y_ok[None, :], other=0.0)
@@ -523,13 +542,18 @@ def _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_o
         k = tl.load(K_ptrs).to(tl.float32)
         lse = tl.load(LSE_row + offs_x)
         g = tl.load(G_ptrs)
-    p = tl.exp2(k * LOG2E - lse[:, None])                                         # (BX, BA)
-    return tl.dot(tl.trans(p.to(g.dtype)), g, acc, input_precision=DOT_PREC)
+    if KT:
+        pt = tl.exp2(k * LOG2E - lse[None, :])                                    # (BA, BX)
+        res = tl.dot(pt.to(g.dtype), g, acc, input_precision=DOT_PREC)
+    else:
+        p = tl.exp2(k * LOG2E - lse[:, None])                                     # (BX, BA)
+        res = tl.dot(tl.trans(p.to(g.dtype)), g, acc, input_precision=DOT_PREC)
+    return res
 
 
 # --------------------------------------------------------------------------
 # dV(a, y) = Vmask(a, y) * sum_x p(x, a) dO(x, y)
-# grid (cdiv(n_a, BA) * cdiv(n_y, BY), B*H) for one premise:
+# grid (cdiv(n_a, BA) * cdiv(n_y, BY) * B*H,) for one premise:
 #   SEG 0: v_enc (a, y in I), K column a;  SEG 1: v (j in T, y in [0, Y)), K column Ti + j
 # --------------------------------------------------------------------------
 @triton.jit
@@ -541,7 +565,7 @@ def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPAN, 
                SEG: tl.constexpr, KIND: tl.constexpr,
                HAS_DPAD: tl.constexpr, HAS_EPAD: tl.constexpr,
                BX: tl.constexpr, BY: tl.constexpr, BA: tl.constexpr,
-               DOT_PREC: tl.constexpr):
+               DOT_PREC: tl.constexpr, KT: tl.constexpr):
     if SEG == 0:
         n_a = Ti
         n_y = Ti
@@ -549,10 +573,9 @@ def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPAN, 
         n_a = Tt
         n_y = Ti + Tt
     n_yb = tl.cdiv(n_y, BY)
-    pid = tl.program_id(0)
+    pid, bh = _tile_and_bh(tl.cdiv(n_a, BA) * n_yb)
     ab = pid // n_yb
     yb = pid % n_yb
-    bh = tl.program_id(1)
     b = bh // H
     h = bh % H
     b64 = b.to(tl.int64)
@@ -632,19 +655,19 @@ def _dv_kernel(K, DO, LSE, DV, DVALID, EVALID, DLO, DHI, ELO, EHI, PLEN, DSPAN, 
     f_lo = tl.where(even, f_lo, x_hi)
     f_hi = tl.where(even, f_hi, x_hi)
 
-    K_cols = K + b64 * sKb + h64 * sKh + col[None, :] * sKa                      # (1, BA)
+    K_base = K + b64 * sKb + h64 * sKh
     DO_cols = DO + b64 * sGb + h64 * sGh + offs_y[None, :] * sGy                 # (1, BY)
     LSE_row = LSE + bh * Tq
     acc = tl.zeros([BA, BY], tl.float32)
     for x0 in range(x_lo, f_lo, BX):
-        acc = _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
-                       sKx, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, True)
+        acc = _dv_step(acc, K_base, col, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
+                       sKx, sKa, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, True, KT)
     for x0 in range(f_lo, f_hi, BX):
-        acc = _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
-                       sKx, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, False)
+        acc = _dv_step(acc, K_base, col, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
+                       sKx, sKa, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, False, KT)
     for x0 in range(f_hi, x_hi, BX):
-        acc = _dv_step(acc, K_cols, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
-                       sKx, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, True)
+        acc = _dv_step(acc, K_base, col, DO_cols, LSE_row, x0, q_off, Tq, Tt, a_ok, offs_a, y_ok, P, b, DVALID,
+                       sKx, sKa, sGx, KIND * SEG, HAS_DPAD, BX, DOT_PREC, True, KT)
 
     dv = tl.where(vok, acc, 0.0)
     DV_ptrs = DV + b64 * sWb + h64 * sWh + offs_a[:, None] * sWa + offs_y[None, :] * sWy

@@ -71,6 +71,7 @@ class TransConfig:
     dv_block_a: int = 64
     dv_num_warps: int = 8
     dv_num_stages: int = 2
+    dv_load_kt: bool = False   # dV: load K^T tiles instead of transposing p in registers
 
     @classmethod
     def uniform(cls, block: int, **kw) -> "TransConfig":
@@ -269,10 +270,46 @@ def _prepare(K: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor]) -> 
                  dspan, espan, has_d, has_e)
 
 
+def _cuda_matmul_allows_tf32() -> bool:
+    """Whether torch's CUDA fp32 matmuls may use TF32, read without raising.
+
+    torch >= 2.9 has ``torch.backends.cuda.matmul.fp32_precision`` ("ieee",
+    "tf32", or "none" = nothing set through the new API).  Once a user sets it,
+    reading the legacy ``allow_tf32`` flag (or ``torch.get_float32_matmul_precision()``)
+    raises "mix of the legacy and new APIs"; the new attribute is always readable and
+    also reflects settings made through the legacy API.  Older torch: the legacy flag.
+    """
+    prec = getattr(torch.backends.cuda.matmul, "fp32_precision", None)
+    if prec is not None and prec != "none":
+        return prec == "tf32"
+    try:
+        return bool(torch.backends.cuda.matmul.allow_tf32)
+    except RuntimeError:  # mixed legacy/new settings that the new attribute did not resolve
+        return False
+
+
 def _dot_precision(dtype: torch.dtype, interpret: bool) -> str:
-    if dtype == torch.float32 and not interpret and torch.backends.cuda.matmul.allow_tf32:
+    """tl.dot input precision for fp32 inputs: TF32 exactly when torch's CUDA matmuls
+    use it, else IEEE fp32 (FMA, no tensor cores).  fp16/bf16 ignore it."""
+    if dtype == torch.float32 and not interpret and _cuda_matmul_allows_tf32():
         return "tf32"
     return "ieee"
+
+
+_GRID_AXIS0_MAX = 2**31 - 1
+
+
+def _grid(n_tiles: int, bh: int) -> Tuple[int]:
+    """1-D launch grid of n_tiles * bh programs (see ``_tile_and_bh`` in the kernels).
+
+    CUDA allows 2^31 - 1 blocks on grid axis 0 but only 65535 on axes 1 and 2, so
+    B * D2 (65536 for a batch of 1024 sequences with D2 = 64) must not be an axis of
+    its own beyond axis 0."""
+    n = n_tiles * bh
+    if n > _GRID_AXIS0_MAX:
+        raise TransKernelUnavailable(f"trans launch of {n_tiles} tiles x {bh} (b, h) matrices exceeds "
+                                     f"CUDA's {_GRID_AXIS0_MAX} blocks; split the batch")
+    return (n,)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -296,10 +333,10 @@ def _forward(K, v, v_enc, pr: _Prep, cfg: TransConfig, interpret: bool):
     masks = (pr.dvalid, pr.evalid, pr.dlo, pr.dhi, pr.elo, pr.ehi, pr.plen)
     consts = dict(KIND=pr.kind, HAS_DPAD=pr.has_dpad, HAS_EPAD=pr.has_epad)
     lse_extra = {} if interpret else dict(num_warps=4, num_stages=1)
-    kn._lse_kernel[(_cdiv(Tq, cfg.lse_block_x), B * H)](
+    kn._lse_kernel[_grid(_cdiv(Tq, cfg.lse_block_x), B * H)](
         K, lse, *masks, *_s(K), H, Tq, pr.Ti, pr.Tt, pr.q_off,
         BX=cfg.lse_block_x, BA=cfg.lse_block_a, **consts, **lse_extra)
-    kn._fwd_kernel[(_cdiv(Tq, cfg.block_x) * _cdiv(Y, cfg.block_y), B * H)](
+    kn._fwd_kernel[_grid(_cdiv(Tq, cfg.block_x) * _cdiv(Y, cfg.block_y), B * H)](
         K, v, ve, out, lse, *masks, pr.dspan, pr.espan, *_s(K), *_s(v), *_s(ve), *_s(out),
         H, Tq, pr.Ti, pr.Tt, pr.q_off,
         BX=cfg.block_x, BY=cfg.block_y, BA=cfg.block_a, DOT_PREC=_dot_precision(K.dtype, interpret),
@@ -323,7 +360,7 @@ def _backward(dout, K, v, v_enc, out, lse, pr: _Prep, cfg: TransConfig, interpre
         BX, BY, BA = cfg.dk_block_x, cfg.dk_block_y, cfg.dk_block_a
         extra = {} if interpret else dict(num_warps=cfg.dk_num_warps, num_stages=cfg.dk_num_stages)
         delta = torch.empty(B * H, Tq, device=K.device, dtype=torch.float32)
-        kn._delta_kernel[(_cdiv(Tq, 32), B * H)](
+        kn._delta_kernel[_grid(_cdiv(Tq, 32), B * H)](
             out, dout, delta, *_s(out), *_s(dout), H, Tq, Y, BX=32, BY=64,
             **({} if interpret else dict(num_warps=4, num_stages=1)))
         dK = torch.empty_like(K)
@@ -332,7 +369,7 @@ def _backward(dout, K, v, v_enc, out, lse, pr: _Prep, cfg: TransConfig, interpre
             n_a = pr.Ti if seg == 0 else pr.Tt
             if n_a == 0:
                 continue
-            kn._dk_kernel[(_cdiv(Tq, BX) * _cdiv(n_a, BA), B * H)](
+            kn._dk_kernel[_grid(_cdiv(Tq, BX) * _cdiv(n_a, BA), B * H)](
                 K, v, ve, dout, lse, delta, dK, *masks, pr.dspan, pr.espan,
                 *_s(K), *_s(v), *_s(ve), *_s(dout), *_s(dK),
                 H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=seg,
@@ -341,16 +378,16 @@ def _backward(dout, K, v, v_enc, out, lse, pr: _Prep, cfg: TransConfig, interpre
     extra = {} if interpret else dict(num_warps=cfg.dv_num_warps, num_stages=cfg.dv_num_stages)
     if need_v:
         dv = torch.empty_like(v)
-        kn._dv_kernel[(_cdiv(pr.Tt, BA) * _cdiv(Y, BY), B * H)](
+        kn._dv_kernel[_grid(_cdiv(pr.Tt, BA) * _cdiv(Y, BY), B * H)](
             K, dout, lse, dv, *masks, pr.dspan, pr.espan, *_s(K), *_s(dout), *_s(dv),
             H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=1,
-            BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
+            BX=BX, BY=BY, BA=BA, DOT_PREC=prec, KT=cfg.dv_load_kt, **consts, **extra)
     if need_ve and pr.kind == 3 and pr.Ti > 0:
         dve = torch.empty_like(v_enc)
-        kn._dv_kernel[(_cdiv(pr.Ti, BA) * _cdiv(pr.Ti, BY), B * H)](
+        kn._dv_kernel[_grid(_cdiv(pr.Ti, BA) * _cdiv(pr.Ti, BY), B * H)](
             K, dout, lse, dve, *masks, pr.dspan, pr.espan, *_s(K), *_s(dout), *_s(dve),
             H, Tq, pr.Ti, pr.Tt, pr.q_off, SEG=0,
-            BX=BX, BY=BY, BA=BA, DOT_PREC=prec, **consts, **extra)
+            BX=BX, BY=BY, BA=BA, DOT_PREC=prec, KT=cfg.dv_load_kt, **consts, **extra)
     elif need_ve and v_enc is not None:
         dve = torch.zeros_like(v_enc)
     return dK, dv, dve

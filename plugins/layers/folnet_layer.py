@@ -172,7 +172,7 @@ class FolnetLayer(nn.Module):
                         v_enc = op.rows_enc(enc["u2"])
                         if cache is not None:
                             cache["enc.t"] = v_enc
-                binary.append(self.writers["t"](op(u2n, v, mask.trans, v_enc)))  # (B, X, A, D2)
+                binary.append(op(u2n, v, mask.trans, v_enc, writer=self.writers["t"]))  # Wt · trans (B, X, A, D2), copy-free
         if unary:
             u1 = u1 + F.dropout(sum(unary), p=self.dropout, training=self.training)
         if binary:

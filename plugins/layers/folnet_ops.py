@@ -245,6 +245,84 @@ class Prod(nn.Module):
         return torch.einsum("bxhw,bxyw->bxyh", K, v)
 
 
+class _ToChannelMajor(torch.autograd.Function):
+    """y[b] = W x[b]^T (+ bias[:, None]) for channel-last x (B, N, Cin) -> y (B, Cout, N) contiguous.
+
+    One batched matmul with x read through a transposed view (cuBLAS takes the
+    transpose for free), so the channel-major tensor the trans kernels read is
+    written once, by the matmul, with no permute-and-copy.  The gradient for x is
+    produced channel-last and contiguous (grad_y^T W), as LayerNorm's backward wants.
+    ``add_bias=False`` leaves the bias out: for the trans kernel K the bias adds
+    a per-channel constant to every logit of that channel's softmax over a,
+    which the softmax cancels exactly, so the output and every gradient are the
+    same with or without it and the bias gradient is exactly zero.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, add_bias: bool):
+        B = x.shape[0]
+        y = torch.bmm(weight.expand(B, -1, -1), x.transpose(1, 2))    # (B, Cout, N)
+        if add_bias and bias is not None:
+            y.add_(bias.to(y.dtype)[None, :, None])
+        ctx.save_for_backward(x, weight)
+        ctx.add_bias, ctx.has_bias = add_bias, bias is not None
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gy):
+        x, weight = ctx.saved_tensors
+        B = x.shape[0]
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = torch.bmm(gy.transpose(1, 2), weight.to(gy.dtype).expand(B, -1, -1)).to(x.dtype)  # (B, N, Cin)
+        if ctx.needs_input_grad[1]:
+            gw = torch.bmm(gy, x.to(gy.dtype)).sum(0).to(weight.dtype)                     # (Cout, Cin)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            gb = gy.sum((0, 2)).to(weight.dtype) if ctx.add_bias else weight.new_zeros(weight.shape[0])
+        return gx, gw, gb, None
+
+
+class _FromChannelMajor(torch.autograd.Function):
+    """p[b] = o[b]^T W^T + bias for channel-major o (B, Cin, N) -> p (B, N, Cout) contiguous.
+
+    The output projection reads the kernel's output through a transposed view,
+    and its backward writes the gradient for o channel-major and contiguous
+    (W^T grad_p^T), which is the layout the kernels' backward reads.
+    """
+
+    @staticmethod
+    def forward(ctx, o, weight, bias):
+        B = o.shape[0]
+        p = torch.bmm(o.transpose(1, 2), weight.t().expand(B, -1, -1))   # (B, N, Cout)
+        if bias is not None:
+            p.add_(bias.to(p.dtype))
+        ctx.save_for_backward(o, weight)
+        ctx.has_bias = bias is not None
+        return p
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gp):
+        o, weight = ctx.saved_tensors
+        B = o.shape[0]
+        go = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            go = torch.bmm(weight.t().to(gp.dtype).expand(B, -1, -1), gp.transpose(1, 2)).to(o.dtype)  # (B, Cin, N)
+        if ctx.needs_input_grad[1]:
+            gw = torch.bmm(gp.transpose(1, 2), o.transpose(1, 2).to(gp.dtype)).sum(0).to(weight.dtype)  # (Cout, Cin)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            gb = gp.sum((0, 1)).to(weight.dtype)
+        return go, gw, gb
+
+
+def _channel_major(linear: nn.Linear, t: Tensor, add_bias: bool = True) -> Tensor:
+    """linear(t) for t (B, R, C, Cin), returned channel-major (B, Cout, R, C), contiguous."""
+    B, R, C, Cin = t.shape
+    y = _ToChannelMajor.apply(t.reshape(B, R * C, Cin), linear.weight, linear.bias, add_bias)
+    return y.view(B, -1, R, C)
+
+
 class Trans(nn.Module):
     """t (B, B, B):  u_h(x, y) = sum_a softmax_a(K_h(x, a)) v_h(a, y)
 
@@ -255,6 +333,14 @@ class Trans(nn.Module):
     premise (masked there too).  Encoder-decoder (A.5): a, y run over I ∪ T and
     v^E_h(a, y) (B, D2, Ti, Ti) comes from the encoder's binary atoms.
     out (B, X, Y, D2)
+
+    Layout: the binary atoms are channel-last (B, X, A, D2) while the kernels
+    read channel-major (B, D2, X, A) matrices.  The projections write K, v and
+    v^E channel-major directly (``_ToChannelMajor``), and with ``writer`` (the
+    layer's D2 -> D2 output projection) the output goes back to channel-last
+    inside that projection's matmul (``_FromChannelMajor``), so no full-size
+    permute-and-copy happens in forward or backward
+    (tests/test_trans_layout.py counts them).
     """
 
     def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None,
@@ -266,15 +352,22 @@ class Trans(nn.Module):
         self.premise_enc = nn.Linear(enc_binary_dim, d2, bias=False) if enc_binary_dim else None
 
     def rows(self, u2n: Tensor) -> Tensor:
-        return self.premise(u2n).permute(0, 3, 1, 2)  # v_h(a, y) (B, D2, A, Y), a = these rows
+        return _channel_major(self.premise, u2n)  # v_h(a, y) (B, D2, A, Y), a = these rows
 
     def rows_enc(self, enc_u2n: Tensor) -> Tensor:
-        return self.premise_enc(enc_u2n).permute(0, 3, 1, 2)  # v^E (B, D2, Ti, Ti)
+        return _channel_major(self.premise_enc, enc_u2n)  # v^E (B, D2, Ti, Ti)
 
-    def forward(self, u2n: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor] = None) -> Tensor:
-        K = self.kernel(u2n).permute(0, 3, 1, 2)  # (B, D2, X, A) raw logits
+    def forward(self, u2n: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor] = None,
+                writer: Optional[nn.Linear] = None) -> Tensor:
+        """out (B, X, Y, D2), or ``writer(out)`` (B, X, Y, D_out) when a writer is given."""
+        # K's bias is a per-channel constant under the softmax over a: left out (see _ToChannelMajor)
+        K = _channel_major(self.kernel, u2n, add_bias=False)  # (B, D2, X, A) raw logits
         out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, D2, X, Y)
-        return out.permute(0, 2, 3, 1)
+        B, D2, X, Y = out.shape
+        if writer is None:
+            return out.permute(0, 2, 3, 1)
+        p = _FromChannelMajor.apply(out.reshape(B, D2, X * Y), writer.weight, writer.bias)  # (B, X*Y, D_out)
+        return p.view(B, X, Y, -1)
 
 
 UNARY_MODULES = {"c": Cjoin, "j": Join, "m": Mu}
