@@ -208,3 +208,19 @@ def test_prepare_train_evaluate_end_to_end(prepared, tmp_path, capsys):
     assert res["bleu"] == pytest.approx(direct.score)
     assert res["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
     assert all("▁" not in h for h in hyps)  # SentencePiece removed
+
+
+def test_hydra_experiment_yaml_composes_each_model(tmp_path):
+    """configs/experiments/wmt_en_de.yaml with each WMT model group resolves (hydra --cfg job)."""
+    from nesyseq_cli.fairseq_cli import fairseq_bin, small_cpu_env
+    env = small_cpu_env(True)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    for model, name in (("tp_transformer_wmt_en_de", "tp_transformer"),
+                        ("folnet_transformer_wmt_en_de", "folnet_transformer"),
+                        ("transformer_wmt_en_de", "transformer_wmt_en_de")):
+        out = subprocess.run([fairseq_bin("fairseq-hydra-train"), "--config-name", "experiments/wmt_en_de",
+                              f"model={model}", "task.data=/data", "checkpoint.save_dir=/ckpt",
+                              "--cfg", "job"], cwd=tmp_path, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
+        assert f"_name: {name}\n" in out, out[-1500:]
+        assert "label_smoothing: 0.1" in out and "_name: inverse_sqrt" in out
