@@ -326,16 +326,16 @@ def summary(record: dict) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--src-lang", default="en")
-    parser.add_argument("--tgt-lang", default="de")
+    parser.add_argument("--src-lang", default="en", help="source language suffix of the files")
+    parser.add_argument("--tgt-lang", default="de", help="target language suffix of the files")
     parser.add_argument("--train", nargs="+", required=True, metavar="PREFIX",
                         help="train prefixes (PREFIX.en/PREFIX.de, or .gz); concatenated")
-    parser.add_argument("--valid", required=True, metavar="PREFIX")
-    parser.add_argument("--test", required=True, metavar="PREFIX")
+    parser.add_argument("--valid", required=True, metavar="PREFIX", help="validation prefix (kept whole)")
+    parser.add_argument("--test", required=True, metavar="PREFIX", help="test prefix (kept whole; its files are the references)")
     parser.add_argument("--out", required=True, help="output directory (fairseq data dir)")
     parser.add_argument("--bpe-size", type=int, default=32000, help="joint SentencePiece vocabulary")
-    parser.add_argument("--character-coverage", type=float, default=1.0)
-    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--character-coverage", type=float, default=1.0, help="SentencePiece character coverage")
+    parser.add_argument("--workers", type=int, default=1, help="processes for encoding, spm_train and fairseq-preprocess")
     parser.add_argument("--moses-norm", action="store_true",
                         help="Moses punctuation normalisation (sacremoses) before everything")
     parser.add_argument("--max-ratio", type=float, default=3.0,
@@ -345,8 +345,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dedup", action="store_true", help="drop repeated train pairs")
     parser.add_argument("--spm-sample", type=int, default=1_000_000,
                         help="sentences SentencePiece trains on (a seeded random sample)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the SentencePiece sample")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args) -> int:

@@ -104,15 +104,15 @@ def evaluate_wmt(checkpoint, data, subset: str = "test", out_dir=None, beam: int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt)")
     parser.add_argument("--data", required=True, help="the OUT of `nesyseq prepare wmt`")
-    parser.add_argument("--subset", default="test")
+    parser.add_argument("--subset", default="test", help="split to decode")
     parser.add_argument("--reference", default=None,
                         help="reference file (default DATA/ref/test.<tgt>, the untouched input)")
     parser.add_argument("--out", default=None, help="default: CHECKPOINT_DIR/eval-wmt-SUBSET")
-    parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--lenpen", type=float, default=0.6)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--beam", type=int, default=5, help="beam size")
+    parser.add_argument("--lenpen", type=float, default=0.6, help="length penalty")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per decoding batch")
     parser.add_argument("--gpu", action="store_true", help="decode on the GPU (default CPU)")
 
 
