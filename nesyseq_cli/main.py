@@ -1,6 +1,8 @@
 """The ``nesyseq`` command: one entry point, one subcommand per job.
 
     nesyseq prepare math      generate + preprocess + binarize the Mathematics Dataset
+    nesyseq prepare wmt       clean + SentencePiece + binarize a parallel corpus
+    nesyseq evaluate wmt      decode a translation checkpoint, sacrebleu BLEU / chrF
     nesyseq evaluate math     decode a checkpoint, exact match per module, table/CSV/PNG
     nesyseq analyze roles     k-means of TP-Transformer role vectors (paper Fig. 3)
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
@@ -25,7 +27,9 @@ from nesyseq_cli.errors import UserError
 # (group, name) -> (module, one-line help).  ``name`` None is a top-level command.
 COMMANDS = {
     ("prepare", "math"): ("data_prep.math_cli", "generate, preprocess and binarize the Mathematics Dataset"),
+    ("prepare", "wmt"): ("data_prep.wmt_prepare", "clean, SentencePiece and binarize a parallel corpus (WMT)"),
     ("evaluate", "math"): ("evaluations.math_eval", "exact-match accuracy per module of a checkpoint"),
+    ("evaluate", "wmt"): ("evaluations.wmt_eval", "decode a translation checkpoint; sacrebleu BLEU and chrF"),
     ("analyze", "roles"): ("evaluations.roles", "k-means clusters of TP-Transformer role vectors (Fig. 3)"),
     ("quickstart", None): ("nesyseq_cli.quickstart", "small end-to-end Mathematics Dataset run"),
 }

@@ -1,0 +1,125 @@
+"""``nesyseq evaluate wmt``: decode a translation checkpoint and score it with sacrebleu.
+
+    fairseq-generate DATA --user-dir … --remove-bpe sentencepiece   (beam, lenpen)
+      -> hypotheses in input order, SentencePiece pieces joined back into text
+      -> sacrebleu BLEU and chrF against DATA/ref/test.<tgt>, the reference exactly
+         as the user gave it to ``nesyseq prepare wmt`` (never the BPE'd text)
+    OUT/hyp.<subset>.<tgt>, OUT/results.json, OUT/generate-<subset>.txt
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from data_prep.math_generate import atomic_write_bytes
+from nesyseq_cli.errors import UserError
+from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+
+
+def read_hypotheses(path: Path, n: int) -> List[str]:
+    """``H-<id>\\tscore\\ttext`` lines of fairseq-generate, put back in input order."""
+    hyps: Dict[int, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("H-"):
+                head, _score, *text = line.rstrip("\n").split("\t")
+                hyps[int(head[2:])] = text[0] if text else ""
+    missing = [i for i in range(n) if i not in hyps]
+    if missing:
+        raise UserError(f"{path}: no hypothesis for {len(missing)} of {n} sentences "
+                        f"(first id {missing[0]}); was a sentence skipped as too long?")
+    return [hyps[i] for i in range(n)]
+
+
+def detokenize(text: str) -> str:
+    """fairseq's sentencepiece removal leaves the text as SentencePiece saw it (raw,
+    untokenized); only stray whitespace is left to tidy."""
+    return " ".join(text.split())
+
+
+def score(hyps: List[str], refs: List[str]) -> dict:
+    from sacrebleu.metrics import BLEU, CHRF
+    bleu, chrf = BLEU(), CHRF()
+    b = bleu.corpus_score(hyps, [refs])
+    c = chrf.corpus_score(hyps, [refs])
+    return {"bleu": b.score, "bleu_signature": str(bleu.get_signature()), "bleu_str": str(b),
+            "chrf": c.score, "chrf_signature": str(chrf.get_signature()), "chrf_str": str(c),
+            "n": len(hyps)}
+
+
+def run_generate(checkpoint: Path, data: Path, src: str, tgt: str, subset: str, out_dir: Path,
+                 beam: int, lenpen: float, batch_size: int, cpu: bool,
+                 extra: Optional[List[str]] = None) -> Path:
+    cmd = [fairseq_bin("fairseq-generate"), str(data), "--user-dir", str(USER_DIR),
+           "--task", "translation", "-s", src, "-t", tgt, "--path", str(checkpoint),
+           "--gen-subset", subset, "--beam", str(beam), "--lenpen", str(lenpen), "--nbest", "1",
+           "--batch-size", str(batch_size), "--required-batch-size-multiple", "1",
+           "--remove-bpe", "sentencepiece", "--results-path", str(out_dir)]
+    if cpu:
+        cmd.append("--cpu")
+    cmd += list(extra or [])
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=small_cpu_env(cpu))
+    log = out_dir / f"generate-{subset}.log"
+    log.write_text(proc.stdout)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
+        raise UserError(f"fairseq-generate failed on {checkpoint} (log: {log}):\n{tail}")
+    return out_dir / f"generate-{subset}.txt"
+
+
+def evaluate_wmt(checkpoint, data, subset: str = "test", out_dir=None, beam: int = 5,
+                 lenpen: float = 0.6, batch_size: int = 64, cpu: bool = True,
+                 reference=None, extra: Optional[List[str]] = None) -> dict:
+    checkpoint, data = Path(checkpoint), Path(data)
+    if not checkpoint.is_file():
+        raise UserError(f"--checkpoint {checkpoint}: no such file")
+    meta_file = data / "prepare.json"
+    if not meta_file.is_file():
+        raise UserError(f"--data {data}: no prepare.json (not made by `nesyseq prepare wmt`)")
+    meta = json.loads(meta_file.read_text())
+    src, tgt = meta["src_lang"], meta["tgt_lang"]
+    ref_path = Path(reference) if reference else (
+        data / "ref" / f"{subset}.{tgt}" if subset == "test" else data / "raw" / f"{subset}.{tgt}")
+    if not ref_path.is_file():
+        raise UserError(f"{ref_path}: no reference for subset {subset!r} (give --reference)")
+    refs = ref_path.read_text(encoding="utf-8").split("\n")
+    if refs and refs[-1] == "":
+        refs.pop()
+    out_dir = Path(out_dir) if out_dir else checkpoint.parent / f"eval-wmt-{subset}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gen = run_generate(checkpoint, data, src, tgt, subset, out_dir, beam, lenpen, batch_size, cpu, extra)
+    hyps = [detokenize(h) for h in read_hypotheses(gen, len(refs))]
+    hyp_path = out_dir / f"hyp.{subset}.{tgt}"
+    atomic_write_bytes(str(hyp_path), "".join(h + "\n" for h in hyps).encode("utf-8"))
+    result = score(hyps, refs)
+    result.update({"checkpoint": str(checkpoint), "data": str(data), "subset": subset,
+                   "beam": beam, "lenpen": lenpen, "hypotheses": str(hyp_path),
+                   "reference": str(ref_path)})
+    atomic_write_bytes(str(out_dir / "results.json"), (json.dumps(result, indent=2) + "\n").encode())
+    return result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt)")
+    parser.add_argument("--data", required=True, help="the OUT of `nesyseq prepare wmt`")
+    parser.add_argument("--subset", default="test", help="split to decode")
+    parser.add_argument("--reference", default=None,
+                        help="reference file (default DATA/ref/test.<tgt>, the untouched input)")
+    parser.add_argument("--out", default=None, help="default: CHECKPOINT_DIR/eval-wmt-SUBSET")
+    parser.add_argument("--beam", type=int, default=5, help="beam size")
+    parser.add_argument("--lenpen", type=float, default=0.6, help="length penalty")
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per decoding batch")
+    parser.add_argument("--gpu", action="store_true", help="decode on the GPU (default CPU)")
+
+
+def run(args) -> int:
+    r = evaluate_wmt(args.checkpoint, args.data, args.subset, args.out, args.beam, args.lenpen,
+                     args.batch_size, cpu=not args.gpu, reference=args.reference)
+    print(f"BLEU = {r['bleu']:.2f}  ({r['bleu_signature']})")
+    print(f"chrF = {r['chrf']:.2f}  ({r['chrf_signature']})")
+    print(f"hypotheses: {r['hypotheses']}")
+    return 0
