@@ -21,6 +21,7 @@ COMMANDS = {
     ("prepare", "math"): ("data_prep.math_cli", "generate, preprocess and binarize the Mathematics Dataset"),
     ("evaluate", "math"): ("evaluations.math_eval", "exact-match accuracy per module of a checkpoint"),
     ("analyze", "roles"): ("evaluations.roles", "k-means clusters of TP-Transformer role vectors (Fig. 3)"),
+    ("prepare", "qa"): ("data_prep.qa_cli", "bAbI folder or bAbI-style generator -> fairseq data for --task babi_qa"),
     ("quickstart", None): ("nesyseq_cli.quickstart", "small end-to-end Mathematics Dataset run"),
 }
 
