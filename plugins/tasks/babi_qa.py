@@ -19,6 +19,9 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 class BabiQAConfig(TranslationConfig):
     source_lang: Optional[str] = field(default="src", metadata={"help": "source suffix (prepare qa writes src)"})
     target_lang: Optional[str] = field(default="tgt", metadata={"help": "target suffix (prepare qa writes tgt)"})
+    zero_unseen: bool = field(default=True, metadata={
+        "help": "give words that never occur in train (unseen.txt) zero semantic embedding / output rows "
+                "(paper); models without set_unseen ignore it"})
     left_pad_source: bool = field(default=False, metadata={"help": "pad source on the right"})
 
 
@@ -33,3 +36,9 @@ class BabiQATask(TranslationTask):
             with open(path, encoding="utf-8") as f:
                 self.unseen_words = [w.strip() for w in f if w.strip()]
         self.unseen_ids = sorted(src_dict.index(w) for w in self.unseen_words)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        if self.cfg.zero_unseen and self.unseen_ids and hasattr(model, "set_unseen"):
+            model.set_unseen(self.unseen_ids)
+        return model

@@ -1,0 +1,114 @@
+"""Exact symbol-shift equivariance Φ(Γ(X)) = Γ(Φ(X)) of the symbolic QA models, with controls."""
+import pytest
+import torch
+
+from plugins.layers import symbolic
+from plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
+from tests.qa_helpers import NAMES, FakeTask, encode, make_dict, tie_names
+
+STORIES = ["mary moved to the kitchen . john moved to the garden . daniel moved to the office . where is john ?",
+           "sandra moved to the garden . mary moved to the office . where is mary ?"]
+PERM = {"mary": "daniel", "john": "mary", "sandra": "john", "daniel": "sandra"}   # Γ on the names
+
+
+def _permute_text(t):
+    return " ".join(PERM.get(w, w) for w in t.split())
+
+
+def _build(cls, seed=0):
+    torch.manual_seed(seed)
+    d = make_dict()
+    cfg = MemNetConfig(embed_dim=8, hops=2, max_sentences=10, max_words=8)
+    model = cls.build_model(cfg, FakeTask(d)).eval()
+    with torch.no_grad():  # move every parameter off its init so nothing is trivially symmetric
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    g = torch.Generator().manual_seed(seed)
+    tie_names(model.encoder.A, [d.index(n) for n in NAMES], g)
+    return model, d
+
+
+def _answer_probs(model, d, texts):
+    src = encode(d, texts)
+    prev = torch.full((src.size(0), 1), d.eos(), dtype=torch.long)
+    out = model(src, torch.full((src.size(0),), src.size(1)), prev)
+    return model.get_normalized_probs(out, log_probs=False)[:, 0].double()
+
+
+def _equivariance_gap(model, d):
+    p = _answer_probs(model, d, STORIES)
+    p_perm = _answer_probs(model, d, [_permute_text(t) for t in STORIES])
+    idx = torch.arange(len(d))
+    for a, b in PERM.items():
+        idx[d.index(b)] = d.index(a)          # Γ(p)[Γ(w)] = p[w]
+    return (p_perm - p[:, idx]).abs().max().item()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_smn_is_equivariant(seed):
+    model, d = _build(SymbolicMemNetModel, seed)
+    assert _equivariance_gap(model, d) < 1e-6
+
+
+def test_baseline_cannot_tell_tied_names_apart_but_smn_can():
+    for cls, tied_equal in ((MemNetModel, True), (SymbolicMemNetModel, False)):
+        model, d = _build(cls)
+        p = _answer_probs(model, d, STORIES)
+        names = p[:, [d.index(n) for n in NAMES]]
+        spread = (names.max(-1).values - names.min(-1).values).max().item()
+        assert (spread < 1e-9) == tied_equal, (cls.__name__, spread)
+
+
+def test_mutant_untied_alpha_breaks_equivariance():
+    model, d = _build(SymbolicMemNetModel)
+    with torch.no_grad():
+        model.encoder.A[1].alpha_logit[d.index("john")] += 1.0
+    assert _equivariance_gap(model, d) > 1e-4
+
+
+def test_mutant_phi_by_vocabulary_id_with_slot_dependent_weights(monkeypatch):
+    """A model whose symbolic part weights slots unequally (here: per-slot scale) is only
+    equivariant when φ follows first appearance; numbering φ by vocabulary id breaks it."""
+    model, d = _build(SymbolicMemNetModel)
+    scale = torch.linspace(0.5, 2.0, 16)
+    real_softmax = symbolic.masked_slot_softmax
+
+    def slot_weighted(h_sym, mask):
+        return real_softmax(h_sym * scale[: h_sym.size(-1)], mask)
+
+    monkeypatch.setattr(symbolic, "masked_slot_softmax", slot_weighted)
+    assert _equivariance_gap(model, d) < 1e-6          # first appearance: still equivariant
+    real_cs = symbolic.context_symbols
+
+    def by_vocab_id(ctx, ignore, pad, max_symbols=None):
+        s = real_cs(ctx, ignore, pad, max_symbols)
+        key = s.slot_vocab.masked_fill(~s.slot_mask, 10 ** 9)
+        order = key.argsort(-1)
+        return symbolic.ContextSymbols(s.slot_vocab.gather(1, order), s.slot_mask.gather(1, order))
+
+    import plugins.models.qa_memnet as qm
+    monkeypatch.setattr(qm, "context_symbols", by_vocab_id)
+    assert _equivariance_gap(model, d) > 1e-4
+
+
+def test_any_bijection_phi_leaves_p_unchanged(monkeypatch):
+    model, d = _build(SymbolicMemNetModel)
+    p = _answer_probs(model, d, STORIES)
+    real_cs = symbolic.context_symbols
+    g = torch.Generator().manual_seed(3)
+
+    def shuffled(ctx, ignore, pad, max_symbols=None):
+        s = real_cs(ctx, ignore, pad, max_symbols)
+        order = torch.stack([torch.randperm(s.m, generator=g) for _ in range(ctx.size(0))])
+        return symbolic.ContextSymbols(s.slot_vocab.gather(1, order), s.slot_mask.gather(1, order))
+
+    import plugins.models.qa_memnet as qm
+    monkeypatch.setattr(qm, "context_symbols", shuffled)
+    torch.testing.assert_close(_answer_probs(model, d, STORIES), p, rtol=0, atol=1e-7)
+
+
+def test_padding_invariance_smn():
+    model, d = _build(SymbolicMemNetModel)
+    alone = _answer_probs(model, d, STORIES[1:])
+    batched = _answer_probs(model, d, STORIES)[1:]
+    torch.testing.assert_close(batched, alone, rtol=0, atol=1e-7)
