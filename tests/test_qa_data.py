@@ -147,3 +147,19 @@ def test_generate_split_redraws_excluded_stories():
     first = generate_split("b", 20, random.Random(5), ["x0", "x1"], ["v0", "v1"], [])
     again = generate_split("b", 20, random.Random(5), ["x0", "x1"], ["v0", "v1"], [], exclude=set(first))
     assert len(again) == 20 and not set(first) & set(again)
+
+
+def test_qa_report_aggregates_seeds(tmp_path):
+    from evaluations.qa_eval import markdown, parse_run, write_reports
+
+    rows = [dict(model="smn", task="1", seed=str(s), error=str(e), names="10") for s, e in ((0, 1.0), (1, 3.0))]
+    rows += [dict(model="stpr", task="2", seed="0", error="7.5", split="rooms")]
+    rows += [dict(model="mn", task="1", seed="0", error="2.0"), dict(model="mn", task="2", seed="0", error="50.0")]
+    md = markdown(rows, "bAbI-style")
+    assert "| 1 | smn | 2.0 ± 1.0 |" in md                      # mean ± population std over seeds
+    assert "| rooms | 2 | 7.5 ± 0.0 |" in md
+    assert "| mn | 2.0 ± 0.0 (n=1) | 50.0 ± 0.0 (n=1) | 26.0 | 1/2 |" in md
+    paths = write_reports(rows, tmp_path, "bAbI-style")
+    assert paths["curve"].exists() and paths["csv"].read_text().count("\n") == 6
+    with pytest.raises(UserError, match="missing ckpt"):
+        parse_run("model=a,task=1,seed=0,data=x")

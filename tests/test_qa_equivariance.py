@@ -18,7 +18,7 @@ def _permute_text(t):
 def _build(cls, seed=0):
     torch.manual_seed(seed)
     d = make_dict()
-    cfg = MemNetConfig(embed_dim=8, hops=2, max_sentences=10, max_words=8)
+    cfg = MemNetConfig(embed_dim=8, hops=2, max_story=10, max_words=8)
     model = cls.build_model(cfg, FakeTask(d)).eval()
     with torch.no_grad():  # move every parameter off its init so nothing is trivially symmetric
         for p in model.parameters():

@@ -19,7 +19,6 @@ jojonki/MemoryNetworks memnn.py:27-28,63,69; T indexes sentences from the most r
 (so it does not depend on padding).  Init: A ~ N(0, 0.1) (memnn.py:17-21), p_j = 1/max_words
 (TPR-RNN-Torch tpr_rnn.py:47-49), α, β logits 0, α_A = α_C = 1.  See docs/qa.md.
 """
-from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import List, Tuple
@@ -39,7 +38,7 @@ from plugins.layers.symbolic import (ContextSymbols, HybridEmbedding, context_sy
 class MemNetConfig(FairseqDataclass):
     embed_dim: int = field(default=50, metadata={"help": "d"})
     hops: int = field(default=3, metadata={"help": "K"})
-    max_sentences: int = field(default=130, metadata={"help": "T: temporal-encoding rows (memory size)"})
+    max_story: int = field(default=130, metadata={"help": "T: temporal-encoding rows (memory size)"})
     max_words: int = field(default=20, metadata={"help": "positional-embedding rows (words per sentence)"})
     max_symbols: int = field(default=512, metadata={"help": "cap on m (context symbols)"})
     dropout: float = field(default=0.0, metadata={"help": "dropout on word embeddings"})
@@ -93,11 +92,11 @@ class MemNetEncoder(FairseqEncoder):
         self.A = nn.ModuleList([HybridEmbedding(V, d, padding_idx=self.pad, init_std=cfg.init_std)
                                 for _ in range(cfg.hops + 1)])
         self.pos = nn.Parameter(torch.full((cfg.max_words, d), 1.0 / cfg.max_words))
-        self.TA = nn.Parameter(torch.randn(cfg.max_sentences, d) * cfg.init_std)
-        self.TC = nn.Parameter(torch.randn(cfg.max_sentences, d) * cfg.init_std)
+        self.TA = nn.Parameter(torch.randn(cfg.max_story, d) * cfg.init_std)
+        self.TC = nn.Parameter(torch.randn(cfg.max_story, d) * cfg.init_std)
         if symbolic:
-            self.alpha_A = nn.Parameter(torch.ones(cfg.max_sentences))
-            self.alpha_C = nn.Parameter(torch.ones(cfg.max_sentences))
+            self.alpha_A = nn.Parameter(torch.ones(cfg.max_story))
+            self.alpha_C = nn.Parameter(torch.ones(cfg.max_story))
             self.beta_logit = nn.Parameter(torch.zeros(()))
         self.dropout = nn.Dropout(cfg.dropout)
 
@@ -120,7 +119,7 @@ class MemNetEncoder(FairseqEncoder):
         story, question = split_story(src_tokens, self.sent_end, self.q_end, self.pad, self.eos)
         B, S, W = story.shape
         if S > self.TA.size(0):
-            raise ValueError(f"{S} story sentences > --max-sentences {self.TA.size(0)}")
+            raise ValueError(f"{S} story sentences > --max-story {self.TA.size(0)}")
         real = story.ne(self.pad).any(-1)                                    # (B, S) real sentences
         if self.symbolic:
             sym = context_symbols(src_tokens, self.ignore, self.pad, self.cfg.max_symbols)
