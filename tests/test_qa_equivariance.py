@@ -112,3 +112,96 @@ def test_padding_invariance_smn():
     alone = _answer_probs(model, d, STORIES[1:])
     batched = _answer_probs(model, d, STORIES)[1:]
     torch.testing.assert_close(batched, alone, rtol=0, atol=1e-7)
+
+
+def _build_tpr(cls, seed=0):
+    from plugins.models.qa_tpr import TPRConfig
+
+    torch.manual_seed(seed)
+    d = make_dict()
+    model = cls.build_model(TPRConfig(embed_dim=6, hidden_dim=7, entity_dim=5, role_dim=4, max_words=8),
+                            FakeTask(d)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    ids = [d.index(n) for n in NAMES]
+    tie_names([model.encoder.A], ids, torch.Generator().manual_seed(seed))
+    with torch.no_grad():  # the output matrix B (Z) is per-word too
+        model.encoder.Z.weight[ids] = model.encoder.Z.weight[ids[0]].clone()
+    return model, d
+
+
+def test_stpr_is_equivariant_and_baseline_ties():
+    from plugins.models.qa_tpr import SymbolicTPRModel, TPRRNNModel
+
+    model, d = _build_tpr(SymbolicTPRModel)
+    assert _equivariance_gap(model, d) < 1e-6
+    p = _answer_probs(model, d, STORIES)[:, [d.index(n) for n in NAMES]]
+    assert (p.max(-1).values - p.min(-1).values).max() > 1e-6
+    base, d = _build_tpr(TPRRNNModel)
+    p = _answer_probs(base, d, STORIES)[:, [d.index(n) for n in NAMES]]
+    assert (p.max(-1).values - p.min(-1).values).max() < 1e-9
+    torch.testing.assert_close(_answer_probs(model, d, STORIES)[1:], _answer_probs(model, d, STORIES[1:]),
+                               rtol=0, atol=1e-6)
+
+
+def _shuffled_phi(monkeypatch, module, seed=3):
+    real_cs = symbolic.context_symbols
+    g = torch.Generator().manual_seed(seed)
+
+    def shuffled(ctx, ignore, pad, max_symbols=None):
+        s = real_cs(ctx, ignore, pad, max_symbols)
+        order = torch.stack([torch.randperm(s.m, generator=g) for _ in range(ctx.size(0))])
+        return symbolic.ContextSymbols(s.slot_vocab.gather(1, order), s.slot_mask.gather(1, order))
+
+    monkeypatch.setattr(module, "context_symbols", shuffled)
+
+
+def _by_vocab_id(monkeypatch, module):
+    real_cs = symbolic.context_symbols
+
+    def by_vocab_id(ctx, ignore, pad, max_symbols=None):
+        s = real_cs(ctx, ignore, pad, max_symbols)
+        order = s.slot_vocab.masked_fill(~s.slot_mask, 10 ** 9).argsort(-1)
+        return symbolic.ContextSymbols(s.slot_vocab.gather(1, order), s.slot_mask.gather(1, order))
+
+    monkeypatch.setattr(module, "context_symbols", by_vocab_id)
+
+
+def test_stpr_bijection_invariance_and_dense_mutant(monkeypatch):
+    """STPR's p does not depend on the slot numbering; a dense m×m symbolic layer in place of
+    (λI + γ11ᵀ) makes it depend on it, and then φ by vocabulary id breaks equivariance."""
+    import plugins.models.qa_tpr as qt
+    from plugins.models.qa_tpr import SymbolicTPRModel
+
+    model, d = _build_tpr(SymbolicTPRModel)
+    p = _answer_probs(model, d, STORIES)
+    with monkeypatch.context() as mp:
+        _shuffled_phi(mp, qt)
+        torch.testing.assert_close(_answer_probs(model, d, STORIES), p, rtol=0, atol=1e-6)
+    with monkeypatch.context() as mp:
+        _by_vocab_id(mp, qt)
+        assert _equivariance_gap(model, d) < 1e-6        # equivariant model: any φ works
+    dense = torch.randn(16, 16, generator=torch.Generator().manual_seed(7))
+    for mod in model.modules():
+        if isinstance(mod, symbolic.SymbolicLinear):
+            def fwd(h_sem, h_sym, slot_mask, _lin=mod.linear):
+                m = h_sym.size(-1)
+                return _lin(h_sem), (h_sym @ dense[:m, :m]) * symbolic._expand_mask(slot_mask, h_sym)
+            mod.forward = fwd
+    p = _answer_probs(model, d, STORIES)
+    with monkeypatch.context() as mp:
+        _shuffled_phi(mp, qt)
+        assert (_answer_probs(model, d, STORIES) - p).abs().max() > 1e-4
+    with monkeypatch.context() as mp:
+        _by_vocab_id(mp, qt)
+        assert _equivariance_gap(model, d) > 1e-4
+
+
+def test_stpr_mutant_untied_alpha():
+    from plugins.models.qa_tpr import SymbolicTPRModel
+
+    model, d = _build_tpr(SymbolicTPRModel)
+    with torch.no_grad():
+        model.encoder.A.alpha_logit[d.index("sandra")] += 1.0
+    assert _equivariance_gap(model, d) > 1e-4
