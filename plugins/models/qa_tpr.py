@@ -35,8 +35,8 @@ from plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
 @dataclass
 class TPRConfig(FairseqDataclass):
     embed_dim: int = field(default=32, metadata={"help": "d: word / symbol embedding size"})
-    hidden_dim: int = field(default=50, metadata={"help": "MLP hidden size"})
-    entity_dim: int = field(default=40, metadata={"help": "E (tpr_rnn only; stpr uses d+m)"})
+    hidden_dim: int = field(default=40, metadata={"help": "MLP hidden size (config_1.json:4)"})
+    entity_dim: int = field(default=90, metadata={"help": "E (tpr_rnn only; stpr uses d+m; config_1.json:3)"})
     role_dim: int = field(default=20, metadata={"help": "R (tpr_rnn only; stpr uses d+m)"})
     max_words: int = field(default=20, metadata={"help": "positional-embedding rows"})
     max_symbols: int = field(default=512, metadata={"help": "cap on m"})
@@ -184,7 +184,9 @@ class SymbolicTPRModel(_TPRModel):
 
 @register_model_architecture("tpr_rnn", "tpr_rnn_babi")
 def tpr_rnn_babi(cfg):
-    pass
+    """TPR-RNN-Torch configs/config_1.json:3-6: E = 90, hidden 40, R = 20.  Its word embedding
+    width is the vocabulary size (train.py:60); ours is --embed-dim (default 32)."""
+    pass  # the TPRConfig defaults are these sizes
 
 
 @register_model_architecture("stpr", "stpr_babi")
