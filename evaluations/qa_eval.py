@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one checkpoint: model=,task=,seed=,ckpt=,data=[,names=][,split=][,subset=]")
     parser.add_argument("--out", required=True, metavar="DIR", help="report directory")
     parser.add_argument("--label", default="bAbI-style", help="data label used in titles (bAbI / bAbI-style)")
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=256, help="questions per forward pass")
 
 
 def parse_run(text: str) -> Dict[str, str]:
