@@ -31,6 +31,8 @@ COMMANDS = {
     ("evaluate", "math"): ("evaluations.math_eval", "exact-match accuracy per module of a checkpoint"),
     ("evaluate", "wmt"): ("evaluations.wmt_eval", "decode a translation checkpoint; sacrebleu BLEU and chrF"),
     ("analyze", "roles"): ("evaluations.roles", "k-means clusters of TP-Transformer role vectors (Fig. 3)"),
+    ("prepare", "qa"): ("data_prep.qa_cli", "bAbI folder or bAbI-style generator -> fairseq data for --task babi_qa"),
+    ("evaluate", "qa"): ("evaluations.qa_eval", "answer error of babi_qa checkpoints: table, CSV, PNGs"),
     ("quickstart", None): ("nesyseq_cli.quickstart", "small end-to-end Mathematics Dataset run"),
 }
 

@@ -1,0 +1,167 @@
+"""Reader for the bAbI question-answering format (Weston et al., 2015).
+
+A bAbI file is a sequence of stories.  Every line is ``ID TEXT``; ``ID`` restarts
+at 1 where a new story begins.  A statement line is ``ID sentence.``; a question
+line is ``ID question?<TAB>answer<TAB>supporting ids`` and the supporting ids are
+line ids of the same story (question lines are numbered too, so ids can skip)::
+
+    1 Mary moved to the bathroom.
+    2 John went to the hallway.
+    3 Where is Mary? \tbathroom\t1
+
+Each question becomes one :class:`QAExample`: the statements of the story so far
+(earlier question lines dropped), keeping the ``memory_size`` most recent ones
+(50 in jojonki/MemoryNetworks and TPR-RNN, 130 for task 3 in TPR-RNN; see
+docs/qa.md), plus the question and its answer.  Answers such as ``guest-room``,
+``apple,football`` and ``n,s`` are one token each.
+
+Two naming schemes are understood (:func:`discover_tasks`):
+``qa{N}_<name>_{train,test}.txt`` (the 1k and 10k folders; valid is held out of
+train later) and ``qa{N}_{train,valid,test}.txt`` (the en-valid folders).
+
+Malformed input raises :class:`nesyseq_cli.errors.UserError` with ``file:line``.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from nesyseq_cli.errors import UserError
+
+SENTENCE_END = "."   # token that closes every story sentence in the flat source
+QUESTION_END = "?"   # token that closes the question
+
+_TOKEN = re.compile(r"[^\s.?!]+")
+
+
+def tokenize(text: str) -> List[str]:
+    """Lower-cased words; ``.``/``?``/``!`` are separators, ``-`` and ``,`` stay inside a word."""
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+@dataclass
+class QAExample:
+    story: List[List[str]]          # kept statements, oldest first, each a token list
+    question: List[str]
+    answer: str                     # one token, e.g. "apple,football"
+    supporting: List[int] = field(default_factory=list)  # indices into ``story`` (-1: dropped by the cap)
+    where: str = ""                 # "file:line" of the question
+
+    def source_tokens(self) -> List[str]:
+        """The flat source: ``s_1 . s_2 . ... s_n . q ?`` (the separators let the memory models
+        recover sentences; sequence models read it as it is)."""
+        out: List[str] = []
+        for sent in self.story:
+            out.extend(sent)
+            out.append(SENTENCE_END)
+        out.extend(self.question)
+        out.append(QUESTION_END)
+        return out
+
+
+def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
+                     memory_size: Optional[int] = 50) -> List[QAExample]:
+    """Parse bAbI lines into examples; ``memory_size`` None keeps the whole story."""
+    if memory_size is not None and memory_size < 1:
+        raise UserError(f"memory size must be >= 1, got {memory_size}")
+    examples: List[QAExample] = []
+    story: List[Tuple[int, List[str]]] = []   # (line id, tokens) of the statements so far
+    seen_ids: set = set()                     # every id of the current story, statements and questions
+    prev_id = 0
+    for lineno, raw in enumerate(lines, 1):
+        where = f"{path}:{lineno}"
+        line = raw.rstrip("\n").rstrip("\r")
+        if not line.strip():
+            continue
+        head, _, rest = line.partition(" ")
+        if not head.isdigit() or not rest.strip():
+            raise UserError(f"{where}: expected 'ID text', got {line[:60]!r}")
+        line_id = int(head)
+        if line_id == 1:
+            story, seen_ids = [], set()
+        elif line_id <= prev_id:
+            raise UserError(f"{where}: line id {line_id} does not follow {prev_id} "
+                            "(a new story must start at 1)")
+        prev_id = line_id
+        if "\t" in rest:
+            parts = rest.split("\t")
+            if len(parts) < 2 or not parts[1].strip():
+                raise UserError(f"{where}: question line without an answer after the tab")
+            question = tokenize(parts[0])
+            answer = parts[1].strip().lower()
+            if not question:
+                raise UserError(f"{where}: empty question")
+            if " " in answer:
+                raise UserError(f"{where}: answer {answer!r} is not one token")
+            if not story:
+                raise UserError(f"{where}: question before any story sentence")
+            sup_ids = []
+            for tok in (parts[2].split() if len(parts) > 2 else []):
+                if not tok.isdigit():
+                    raise UserError(f"{where}: supporting-fact id {tok!r} is not a number")
+                sid = int(tok)
+                if sid not in seen_ids or sid >= line_id:
+                    raise UserError(f"{where}: supporting-fact id {sid} names no earlier line of this story")
+                if sid not in {i for i, _ in story}:
+                    raise UserError(f"{where}: supporting-fact id {sid} is a question line, not a statement")
+                sup_ids.append(sid)
+            kept = story if memory_size is None else story[-memory_size:]
+            index = {sid: k for k, (sid, _) in enumerate(kept)}
+            examples.append(QAExample(story=[list(t) for _, t in kept], question=question, answer=answer,
+                                      supporting=[index.get(s, -1) for s in sup_ids], where=where))
+        else:
+            if "?" in rest:
+                raise UserError(f"{where}: question line without a tab-separated answer")
+            toks = tokenize(rest)
+            if not toks:
+                raise UserError(f"{where}: empty sentence")
+            story.append((line_id, toks))
+        seen_ids.add(line_id)
+    return examples
+
+
+def parse_babi_file(path: str, memory_size: Optional[int] = 50) -> List[QAExample]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_babi_lines(f, path, memory_size)
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+
+
+_SCHEME_1K = re.compile(r"^qa(\d+)_([A-Za-z0-9-]+)_(train|test)\.txt$")
+_SCHEME_VALID = re.compile(r"^qa(\d+)_(train|valid|test)\.txt$")
+
+
+def discover_tasks(folder: str) -> Dict[int, Dict[str, str]]:
+    """Map task number -> {split: path} for both naming schemes in ``folder``.
+
+    ``qa{N}_<name>_{train,test}.txt`` gives train/test (valid is held out later);
+    ``qa{N}_{train,valid,test}.txt`` gives all three.  A task without train or test,
+    or a task present under both schemes, is an error naming the files.
+    """
+    if not os.path.isdir(folder):
+        raise UserError(f"{folder}: not a directory")
+    tasks: Dict[int, Dict[str, str]] = {}
+    scheme: Dict[int, str] = {}
+    for name in sorted(os.listdir(folder)):
+        m1, m2 = _SCHEME_1K.match(name), _SCHEME_VALID.match(name)
+        if not (m1 or m2):
+            continue
+        task, split, kind = (int(m1.group(1)), m1.group(3), "1k") if m1 else (int(m2.group(1)), m2.group(2), "valid")
+        if scheme.setdefault(task, kind) != kind:
+            raise UserError(f"{os.path.join(folder, name)}: task {task} appears under both naming schemes")
+        if split in tasks.setdefault(task, {}):
+            raise UserError(f"{os.path.join(folder, name)}: second {split} file for task {task} "
+                            f"(first: {tasks[task][split]})")
+        tasks[task][split] = os.path.join(folder, name)
+    if not tasks:
+        raise UserError(f"{folder}: no bAbI files (qa{{N}}_*_train.txt or qa{{N}}_train.txt)")
+    for task, splits in tasks.items():
+        for need in ("train", "test"):
+            if need not in splits:
+                raise UserError(f"{folder}: task {task} has no {need} file")
+    return tasks

@@ -1,0 +1,53 @@
+"""``nesyseq prepare qa``: bAbI (``--source DIR``) or our bAbI-style generator (``--generate``)
+to fairseq data for ``--task babi_qa``.
+
+    nesyseq prepare qa --source tasks_1-20_v1-2/en --out data/babi --tasks 1,2,3
+    nesyseq prepare qa --generate --out data/babi_style --tasks 1,2 --num-names 100 --seed 0
+    nesyseq prepare qa --generate --out data/zs --tasks 2,5 --zero-shot rooms
+    nesyseq prepare qa --generate --out data/appb --tasks b --k 100 --train-stories 10000 --test-stories 1000
+
+Layout under ``--out``: ``raw/`` (generated bAbI-format files), ``text/task{N}/{train,valid,test}.{src,tgt}``
+(source ``s_1 . s_2 . ... q ?``, target the answer word) and ``bin/task{N}/`` (fairseq-preprocess,
+joined dictionary).  The dictionary holds every word of every split, so words never seen in
+training get their own entries instead of ``<unk>``; ``bin/task{N}/unseen.txt`` lists them
+(the models zero their semantic rows at evaluation).  Valid is 10% of train held out (paper
+set-up) unless the source folder has ``qa{N}_valid.txt``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--source", metavar="DIR", help="an existing bAbI folder (qa{N}_*_{train,test}.txt "
+                                                       "or qa{N}_{train,valid,test}.txt)")
+    src.add_argument("--generate", action="store_true", help="generate bAbI-style tasks (labelled bAbI-style)")
+    parser.add_argument("--out", metavar="DIR", required=True, help="output directory")
+    parser.add_argument("--tasks", default=None, help="comma-separated task numbers (generator: 1,2,3,5,b); "
+                                                       "default: all found / 1")
+    parser.add_argument("--memory-size", type=int, default=50,
+                        help="keep the most recent N story sentences (reference codes: 50; 130 for task 3)")
+    parser.add_argument("--valid-fraction", type=float, default=0.1, help="train held out for early stopping")
+    parser.add_argument("--seed", type=int, default=0, help="generator and held-out split seed")
+    parser.add_argument("--num-names", type=int, default=4, help="generator: distinct names (10..10000 for Fig. 1)")
+    parser.add_argument("--zero-shot", choices=("rooms", "objects", "people"), default=None,
+                        help="generator: test split uses only rooms/objects/people unseen in training")
+    parser.add_argument("--k", type=int, default=10, help="generator task b: |V1| = |V2| = k")
+    parser.add_argument("--train-stories", type=int, default=200, help="generator: stories in train")
+    parser.add_argument("--test-stories", type=int, default=200, help="generator: stories in test")
+
+
+def run(args) -> int:
+    from data_prep.qa_pipeline import prepare_qa
+
+    out = prepare_qa(args.out, source=args.source, generate=args.generate, tasks=args.tasks,
+                     memory_size=args.memory_size, valid_fraction=args.valid_fraction, seed=args.seed,
+                     num_names=args.num_names, zero_shot=args.zero_shot, k=args.k,
+                     train_stories=args.train_stories, test_stories=args.test_stories)
+    for p in out:
+        print(p)
+    return 0

@@ -1,0 +1,142 @@
+"""bAbI / bAbI-style files -> text pairs -> fairseq binaries (see :mod:`data_prep.qa_cli`)."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import random
+import shutil
+from collections import Counter
+from typing import Dict, List, Optional
+
+from data_prep.math_generate import atomic_write_bytes
+from data_prep.qa_babi import QAExample, discover_tasks, parse_babi_file
+from nesyseq_cli.errors import UserError
+
+
+def _valid_split(examples: List[QAExample], fraction: float, seed: int, task) -> tuple:
+    if not 0 <= fraction < 1:
+        raise UserError(f"--valid-fraction must be in [0, 1), got {fraction}")
+    order = list(range(len(examples)))
+    random.Random(f"{seed}|valid|{task}").shuffle(order)
+    n_valid = max(1, int(round(fraction * len(examples)))) if fraction > 0 else 0
+    held = set(order[:n_valid])
+    return ([e for i, e in enumerate(examples) if i not in held],
+            [e for i, e in enumerate(examples) if i in held])
+
+
+def write_text(examples: List[QAExample], prefix: pathlib.Path) -> None:
+    src = "".join(" ".join(e.source_tokens()) + "\n" for e in examples)
+    tgt = "".join(e.answer + "\n" for e in examples)
+    atomic_write_bytes(str(prefix) + ".src", src.encode())
+    atomic_write_bytes(str(prefix) + ".tgt", tgt.encode())
+
+
+def _dictionary(splits: Dict[str, List[QAExample]], path: pathlib.Path) -> List[str]:
+    """fairseq dict over all splits (train counts first); returns words absent from train."""
+    counts = {name: Counter() for name in splits}
+    for name, exs in splits.items():
+        for e in exs:
+            counts[name].update(e.source_tokens())
+            counts[name][e.answer] += 1
+    train = counts["train"]
+    every = Counter()
+    for c in counts.values():
+        every.update(c)
+    words = sorted(every, key=lambda w: (-train[w], -every[w], w))
+    atomic_write_bytes(str(path), "".join(f"{w} {max(1, train[w])}\n" for w in words).encode())
+    return sorted(w for w in every if train[w] == 0)
+
+
+def _binarize(text_dir: pathlib.Path, dest: pathlib.Path, dict_path: pathlib.Path) -> None:
+    import logging
+
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    argv = ["--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(text_dir / "train"),
+            "--validpref", str(text_dir / "valid"), "--testpref", str(text_dir / "test"),
+            "--destdir", str(dest), "--srcdict", str(dict_path), "--joined-dictionary",
+            "--workers", "1", "--dataset-impl", "mmap"]
+    args = options.get_preprocessing_parser().parse_args(argv)
+    logger = logging.getLogger("fairseq_cli.preprocess")
+    before, level = list(logger.handlers), logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        preprocess.main(args)
+    finally:
+        for h in logger.handlers[:]:
+            if h not in before:
+                logger.removeHandler(h)
+                h.close()
+        logger.setLevel(level)
+
+
+def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks: Optional[str] = None,
+               memory_size: int = 50, valid_fraction: float = 0.1, seed: int = 0, num_names: int = 4,
+               zero_shot: Optional[str] = None, k: int = 10, train_stories: int = 200,
+               test_stories: int = 200, binarize: bool = True) -> List[str]:
+    """Prepare every selected task; returns the ``bin/task{N}`` directories."""
+    out = pathlib.Path(out)
+    if bool(source) == bool(generate):
+        raise UserError("give exactly one of --source DIR and --generate")
+    wanted = None if tasks is None else [t.strip().lower() for t in tasks.split(",") if t.strip()]
+    meta = {"seed": seed, "memory_size": memory_size, "valid_fraction": valid_fraction}
+    if generate:
+        from data_prep.qa_generate import generate_task
+
+        wanted = wanted or ["1"]
+        raw = out / "raw"
+        raw.mkdir(parents=True, exist_ok=True)
+        files = {}
+        for t in wanted:
+            data = generate_task(t, n_train=train_stories, n_test=test_stories, num_names=num_names,
+                                 zero_shot=zero_shot, k=k, seed=seed)
+            files[t] = {}
+            for split, text in data.items():
+                p = raw / f"qa{t}_{split}.txt"
+                atomic_write_bytes(str(p), text.encode())
+                files[t][split] = str(p)
+        meta.update({"source": "bAbI-style generator (nesyseq data_prep/qa_generate.py)",
+                     "num_names": num_names, "zero_shot": zero_shot, "k": k,
+                     "train_stories": train_stories, "test_stories": test_stories})
+    else:
+        found = {str(t): s for t, s in discover_tasks(source).items()}
+        if wanted:
+            missing = [t for t in wanted if t not in found]
+            if missing:
+                raise UserError(f"--tasks: task(s) {', '.join(missing)} not in {source}")
+            found = {t: found[t] for t in wanted}
+        files = found
+        meta["source"] = f"bAbI folder {os.path.abspath(source)}"
+    results = []
+    for t, paths in files.items():
+        train = parse_babi_file(paths["train"], memory_size)
+        if "valid" in paths:
+            valid = parse_babi_file(paths["valid"], memory_size)
+        else:
+            train, valid = _valid_split(train, valid_fraction, seed, t)
+        test = parse_babi_file(paths["test"], memory_size)
+        if not train or not test:
+            raise UserError(f"task {t}: empty train or test split ({paths})")
+        splits = {"train": train, "valid": valid, "test": test}
+        text_dir = out / "text" / f"task{t}"
+        text_dir.mkdir(parents=True, exist_ok=True)
+        for name, exs in splits.items():
+            write_text(exs, text_dir / name)
+        unseen = _dictionary(splits, text_dir / "dict.txt")
+        dest = out / "bin" / f"task{t}"
+        if binarize:
+            tmp = out / "bin" / f".task{t}.tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            _binarize(text_dir, tmp, text_dir / "dict.txt")
+            atomic_write_bytes(str(tmp / "unseen.txt"), "".join(w + "\n" for w in unseen).encode())
+            info = dict(meta, task=t, examples={n: len(e) for n, e in splits.items()},
+                        unseen_words=len(unseen), max_story=max(len(e.story) for e in train + valid + test))
+            atomic_write_bytes(str(tmp / "qa_meta.json"), (json.dumps(info, indent=1) + "\n").encode())
+            if dest.exists():
+                shutil.rmtree(dest)
+            os.replace(tmp, dest)
+        results.append(str(dest))
+    return results

@@ -1,0 +1,198 @@
+"""``nesyseq evaluate qa``: answer error of babi_qa checkpoints -> markdown table, CSV, PNGs.
+
+    nesyseq evaluate qa --out reports/qa \\
+        --run model=smn,task=1,seed=0,names=100,ckpt=ck/smn1/checkpoint_best.pt,data=data/n100/bin/task1 \\
+        --run model=memnet,task=1,seed=0,names=100,ckpt=...,data=...
+
+Each ``--run`` is one trained checkpoint with its labels (``model``, ``task``, ``seed`` required;
+``names`` for the Fig. 1 sweep, ``split`` e.g. rooms/objects/people for the zero-shot table;
+``ckpt`` and ``data`` the checkpoint and the ``bin/task{N}`` folder; ``subset`` default test).
+The answer is the argmax of the model's distribution at target step 0 (the answer token);
+error = % of questions answered wrongly.  Seeds are aggregated as mean ± std (population std
+over the seeds given).  A task is passed when its mean error < 5% (bAbI convention).
+
+Writes ``qa_results.csv`` (one row per run), ``qa_table.md`` (per model: error per task, mean
+error, tasks passed; a zero-shot table when ``split`` labels are given; the names sweep when
+``names`` labels are given), ``qa_errors.png`` and, with ``names``, ``qa_names_curve.png``.
+Results on generated data are labelled bAbI-style.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List
+
+from data_prep.math_generate import atomic_write_bytes
+from nesyseq_cli.errors import UserError
+
+REQUIRED = ("model", "task", "seed", "ckpt", "data")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", action="append", required=True, metavar="K=V,...",
+                        help="one checkpoint: model=,task=,seed=,ckpt=,data=[,names=][,split=][,subset=]")
+    parser.add_argument("--out", required=True, metavar="DIR", help="report directory")
+    parser.add_argument("--label", default="bAbI-style", help="data label used in titles (bAbI / bAbI-style)")
+    parser.add_argument("--batch-size", type=int, default=256, help="questions per forward pass")
+
+
+def parse_run(text: str) -> Dict[str, str]:
+    run = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--run {text!r}: expected key=value pairs separated by commas")
+        run[key.strip()] = value.strip()
+    missing = [k for k in REQUIRED if k not in run]
+    if missing:
+        raise UserError(f"--run {text!r}: missing {', '.join(missing)}")
+    return run
+
+
+def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 256) -> Dict[str, float]:
+    """% wrong answers of ``ckpt`` on ``data``/``subset`` (argmax at the answer step)."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    import plugins  # noqa: F401  registers the models/tasks and the checkpoint safe globals
+
+    if not Path(ckpt).is_file():
+        raise UserError(f"--run ckpt={ckpt}: no such file")
+    if not Path(data).is_dir():
+        raise UserError(f"--run data={data}: no such directory")
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([ckpt], arg_overrides={"data": data})
+    model = models[0].eval()
+    task.load_dataset(subset)
+    ds = task.dataset(subset)
+    wrong = total = 0
+    with torch.no_grad():
+        for start in range(0, len(ds), batch_size):
+            sample = ds.collater([ds[i] for i in range(start, min(len(ds), start + batch_size))])
+            net = sample["net_input"]
+            out = model(**net)
+            pred = model.get_normalized_probs(out, log_probs=True)[:, 0].argmax(-1)
+            gold = sample["target"][:, 0]
+            wrong += int(pred.ne(gold).sum())
+            total += gold.numel()
+    if total == 0:
+        raise UserError(f"{data}: subset {subset} is empty")
+    return {"error": 100.0 * wrong / total, "questions": total}
+
+
+def aggregate(rows: List[Dict[str, str]], keys) -> Dict[tuple, Dict[str, float]]:
+    groups = defaultdict(list)
+    for r in rows:
+        groups[tuple(r.get(k, "") for k in keys)].append(float(r["error"]))
+    return {k: {"mean": statistics.fmean(v), "std": statistics.pstdev(v) if len(v) > 1 else 0.0, "n": len(v)}
+            for k, v in groups.items()}
+
+
+def _task_key(t: str):
+    return (0, int(t)) if t.isdigit() else (1, t)
+
+
+def markdown(rows: List[Dict[str, str]], label: str) -> str:
+    lines = []
+    plain = [r for r in rows if not r.get("split") and not r.get("names")]
+    for title, subset in ((f"Error (%) per task, {label}", plain),):
+        if not subset:
+            continue
+        agg = aggregate(subset, ("model", "task"))
+        models = sorted({k[0] for k in agg})
+        tasks = sorted({k[1] for k in agg}, key=_task_key)
+        lines += [f"### {title} (mean ± std over seeds)", "",
+                  "| model | " + " | ".join(f"task {t}" for t in tasks) + " | mean | passed (<5%) |",
+                  "|---" * (len(tasks) + 3) + "|"]
+        for m in models:
+            cells, means = [], []
+            for t in tasks:
+                a = agg.get((m, t))
+                cells.append("" if a is None else f"{a['mean']:.1f} ± {a['std']:.1f} (n={a['n']})")
+                if a is not None:
+                    means.append(a["mean"])
+            passed = sum(1 for x in means if x < 5.0)
+            lines.append(f"| {m} | " + " | ".join(cells) + f" | {statistics.fmean(means):.1f} | {passed}/{len(means)} |")
+        lines.append("")
+    zs = [r for r in rows if r.get("split")]
+    if zs:
+        agg = aggregate(zs, ("split", "task", "model"))
+        models = sorted({k[2] for k in agg})
+        lines += [f"### Zero-shot error (%), {label} (Table 2 layout; mean ± std over seeds)", "",
+                  "| unseen | task | " + " | ".join(models) + " |", "|---" * (len(models) + 2) + "|"]
+        for split, task in sorted({(k[0], k[1]) for k in agg}, key=lambda x: (x[0], _task_key(x[1]))):
+            cells = [agg.get((split, task, m)) for m in models]
+            lines.append(f"| {split} | {task} | " + " | ".join(
+                "" if a is None else f"{a['mean']:.1f} ± {a['std']:.1f}" for a in cells) + " |")
+        lines.append("")
+    sweep = [r for r in rows if r.get("names")]
+    if sweep:
+        agg = aggregate(sweep, ("task", "model", "names"))
+        names = sorted({k[2] for k in agg}, key=int)
+        lines += [f"### Error (%) vs number of names, {label} (Fig. 1 protocol)", "",
+                  "| task | model | " + " | ".join(f"{n} names" for n in names) + " |", "|---" * (len(names) + 2) + "|"]
+        for task, model in sorted({(k[0], k[1]) for k in agg}):
+            lines.append(f"| {task} | {model} | " + " | ".join(
+                "" if (a := agg.get((task, model, n))) is None else f"{a['mean']:.1f} ± {a['std']:.1f}"
+                for n in names) + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(rows: List[Dict[str, str]], out: Path, label: str) -> Dict[str, Path]:
+    from evaluations.plotting import pyplot, save_png
+
+    out.mkdir(parents=True, exist_ok=True)
+    fields = ["model", "task", "seed", "names", "split", "subset", "error", "questions", "ckpt", "data"]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    paths = {"csv": out / "qa_results.csv", "md": out / "qa_table.md", "png": out / "qa_errors.png"}
+    atomic_write_bytes(str(paths["csv"]), buf.getvalue().encode())
+    atomic_write_bytes(str(paths["md"]), markdown(rows, label).encode())
+    plt = pyplot()
+    agg = aggregate(rows, ("model", "task", "split", "names"))
+    labels = [" ".join(x for x in k if x) for k in agg]
+    fig, ax = plt.subplots(figsize=(max(4, 0.6 * len(labels)), 3.5))
+    ax.bar(range(len(labels)), [a["mean"] for a in agg.values()], yerr=[a["std"] for a in agg.values()])
+    ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("error (%)")
+    ax.set_title(f"answer error, {label}")
+    fig.tight_layout()
+    save_png(fig, paths["png"], 120)
+    sweep = [r for r in rows if r.get("names")]
+    if sweep:
+        agg = aggregate(sweep, ("task", "model", "names"))
+        fig, ax = plt.subplots(figsize=(4.5, 3.5))
+        for task, model in sorted({(k[0], k[1]) for k in agg}):
+            pts = sorted((int(k[2]), a) for k, a in agg.items() if k[:2] == (task, model))
+            ax.errorbar([p[0] for p in pts], [p[1]["mean"] for p in pts], yerr=[p[1]["std"] for p in pts],
+                        marker="o", label=f"{model} (task {task})")
+        ax.set_xscale("log")
+        ax.set_xlabel("number of names")
+        ax.set_ylabel("error (%)")
+        ax.set_title(f"Fig. 1 protocol, {label}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        paths["curve"] = out / "qa_names_curve.png"
+        save_png(fig, paths["curve"], 120)
+    return paths
+
+
+def run(args) -> int:
+    runs = [parse_run(t) for t in args.run]
+    rows = []
+    for r in runs:
+        res = answer_error(r["ckpt"], r["data"], r.get("subset", "test"), args.batch_size)
+        rows.append(dict(r, subset=r.get("subset", "test"), error=f"{res['error']:.2f}",
+                         questions=str(res["questions"])))
+    paths = write_reports(rows, Path(args.out), args.label)
+    print(paths["md"].read_text(), end="")
+    for p in paths.values():
+        print(p)
+    return 0

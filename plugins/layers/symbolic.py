@@ -1,0 +1,194 @@
+"""Symbol-shift equivariant building blocks (symbol-shift-equivariant.md, Sec. 3; README "Symbolic").
+
+A context C_X (story then question, over the memory kept) numbers its distinct words by
+first appearance: φ(x) ∈ {0..m-1} (0-based here; the paper writes 1..m).  Every
+representation is split h = h_sem ⊕ h_sym with h_sym ∈ ℝ^m, one coordinate per context
+symbol.  m differs per example: a batch is padded to its largest m (``slot_mask`` marks the
+real slots) and every symbolic operation covers real slots only, so results do not depend
+on the padding (tests/test_symbolic_layers.py).
+
+    slots  = context_symbols(ctx, specials, max_symbols)    slot_vocab (B, m): vocab id of slot j
+    phi    = lookup_phi(tokens, slot_vocab)                  (B, T) slot of each token, -1 if none
+    x      ↦ A e_x ⊕ α_x e_φ(x),    α_x = sigmoid(a_x)       HybridEmbedding
+    h      ↦ W h_sem ⊕ (λI + γ11ᵀ) h_sym                     SymbolicLinear (λ, γ scalars)
+    p      = β softmax(B h_sem) + (1−β) B_φ softmax(h_sym)   symbolic_output_probs (fp32)
+
+B_φ (V × m) puts slot j's probability on vocabulary id slot_vocab[j]; an answer word absent
+from the context gets probability from the semantic part only.  Init: λ=1, γ=0, α and β
+logits 0 (α = β = 1/2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass
+class ContextSymbols:
+    slot_vocab: Tensor   # (B, m) long: vocab id of slot j, ``pad`` where the slot is padding
+    slot_mask: Tensor    # (B, m) bool: real slots
+
+    @property
+    def m(self) -> int:
+        return self.slot_vocab.size(1)
+
+    def index_select(self, new_order: Tensor) -> "ContextSymbols":
+        """Reorder the batch (beam search: fairseq's reorder_encoder_out)."""
+        return ContextSymbols(self.slot_vocab.index_select(0, new_order), self.slot_mask.index_select(0, new_order))
+
+
+def context_symbols(ctx: Tensor, ignore_ids: Iterable[int], pad: int,
+                    max_symbols: Optional[int] = None) -> ContextSymbols:
+    """Number the distinct words of ``ctx`` (B, T) by first appearance, left to right.
+
+    Tokens in ``ignore_ids`` (pad, eos, bos, ...) get no slot.  ``max_symbols`` caps m:
+    words first seen after the cap get no slot (their symbolic part is zero).
+    """
+    B, T = ctx.shape
+    valid = torch.ones_like(ctx, dtype=torch.bool)
+    for i in ignore_ids:
+        valid &= ctx.ne(i)
+    same = ctx[:, :, None].eq(ctx[:, None, :])                           # (B, T, T)
+    earlier = torch.ones(T, T, dtype=torch.bool, device=ctx.device).tril(-1)
+    first = valid & ~(same & earlier).any(-1)                             # (B, T) first occurrences
+    rank = first.long().cumsum(1) - 1                                     # slot of each first occurrence
+    m = int(first.sum(1).max().item()) if T else 0
+    if max_symbols is not None:
+        m = min(m, int(max_symbols))
+    keep = first & (rank < m)
+    slot_vocab = torch.full((B, m), pad, dtype=ctx.dtype, device=ctx.device)
+    b_idx, t_idx = keep.nonzero(as_tuple=True)
+    slot_vocab[b_idx, rank[b_idx, t_idx]] = ctx[b_idx, t_idx]
+    slot_mask = torch.zeros(B, m, dtype=torch.bool, device=ctx.device)
+    slot_mask[b_idx, rank[b_idx, t_idx]] = True
+    return ContextSymbols(slot_vocab, slot_mask)
+
+
+def lookup_phi(tokens: Tensor, symbols: ContextSymbols) -> Tensor:
+    """φ of each token of ``tokens`` (B, T): its slot in the context, -1 if not a context word.  (B, T) long"""
+    hit = tokens[:, :, None].eq(symbols.slot_vocab[:, None, :]) & symbols.slot_mask[:, None, :]  # (B, T, m)
+    found = hit.any(-1)
+    idx = hit.long().argmax(-1)
+    return torch.where(found, idx, torch.full_like(idx, -1))
+
+
+def one_hot_phi(phi: Tensor, m: int, dtype=torch.float32) -> Tensor:
+    """e_φ(x): (B, T) slots (-1: none) -> (B, T, m) one-hot, zero rows for -1."""
+    out = F.one_hot(phi.clamp(min=0), m if m > 0 else 1)[..., :m].to(dtype)
+    return out * phi.ge(0).unsqueeze(-1).to(dtype)
+
+
+class HybridEmbedding(nn.Module):
+    """x ↦ A e_x ⊕ α_x e_φ(x), α_x = sigmoid(a_x), a_x a learned per-word logit (init 0).
+
+    ``zero_ids`` (words unseen in training) get a zero semantic row when ``zero_unseen``
+    is on; ``zero_unseen_alpha`` also zeroes their α (the paper says nothing; option).
+    """
+
+    def __init__(self, num_embeddings: int, dim: int, padding_idx: Optional[int] = None,
+                 init_std: Optional[float] = None):
+        super().__init__()
+        self.semantic = nn.Embedding(num_embeddings, dim, padding_idx=padding_idx)
+        if init_std is not None:
+            nn.init.normal_(self.semantic.weight, 0.0, init_std)
+            if padding_idx is not None:
+                nn.init.zeros_(self.semantic.weight[padding_idx])
+        self.alpha_logit = nn.Parameter(torch.zeros(num_embeddings))
+        self.register_buffer("unseen", torch.zeros(num_embeddings, dtype=torch.bool), persistent=False)
+        self.zero_unseen = False
+        self.zero_unseen_alpha = False
+
+    def set_unseen(self, ids: Iterable[int], zero_alpha: bool = False) -> None:
+        self.unseen.zero_()
+        ids = list(ids)
+        if ids:
+            self.unseen[torch.tensor(ids, dtype=torch.long)] = True
+        self.zero_unseen = True
+        self.zero_unseen_alpha = zero_alpha
+
+    def alpha(self, tokens: Tensor) -> Tensor:
+        a = torch.sigmoid(self.alpha_logit[tokens])
+        if self.zero_unseen and self.zero_unseen_alpha:
+            a = a.masked_fill(self.unseen[tokens], 0.0)
+        return a
+
+    def semantic_part(self, tokens: Tensor) -> Tensor:
+        e = self.semantic(tokens)
+        if self.zero_unseen:
+            e = e.masked_fill(self.unseen[tokens].unsqueeze(-1), 0.0)
+        return e
+
+    def forward(self, tokens: Tensor, phi: Tensor, m: int):
+        """Returns (h_sem (B, T, d), h_sym (B, T, m))."""
+        return self.semantic_part(tokens), self.alpha(tokens).unsqueeze(-1) * one_hot_phi(phi, m, self.alpha_logit.dtype)
+
+
+class SymbolicLinear(nn.Module):
+    """h_sem ⊕ h_sym ↦ W h_sem ⊕ (λ h_sym + γ (1ᵀ h_sym) 1): scalar λ (init 1), γ (init 0);
+    no cross terms, no per-slot bias; the sum runs over real slots and padded slots stay 0."""
+
+    def __init__(self, d_in: int, d_out: int, bias: bool = True, lam: float = 1.0, gamma: float = 0.0):
+        super().__init__()
+        self.linear = nn.Linear(d_in, d_out, bias=bias)
+        self.lam = nn.Parameter(torch.tensor(float(lam)))
+        self.gamma = nn.Parameter(torch.tensor(float(gamma)))
+
+    def forward(self, h_sem: Tensor, h_sym: Tensor, slot_mask: Tensor):
+        # h_sym (B, ..., m); slot_mask (B, m)
+        mask = _expand_mask(slot_mask, h_sym)
+        h_sym = h_sym * mask
+        total = h_sym.sum(-1, keepdim=True)
+        return self.linear(h_sem), (self.lam * h_sym + self.gamma * total) * mask
+
+
+def _expand_mask(slot_mask: Tensor, like: Tensor) -> Tensor:
+    shape = [slot_mask.size(0)] + [1] * (like.dim() - 2) + [slot_mask.size(1)]
+    return slot_mask.view(shape).to(like.dtype)
+
+
+def masked_slot_softmax(h_sym: Tensor, slot_mask: Tensor) -> Tensor:
+    """softmax over the real slots only (fp32); padded slots get 0; rows without slots are 0."""
+    mask = _expand_mask(slot_mask, h_sym).bool()
+    x = h_sym.float().masked_fill(~mask, float("-inf"))
+    p = torch.softmax(x, dim=-1)
+    return torch.nan_to_num(p, nan=0.0)
+
+
+def slot_layer_norm(h_sym: Tensor, slot_mask: Tensor, eps: float = 1e-5) -> Tensor:
+    """Normalise h_sym over its real slots (mean and variance over real slots only; no per-slot
+    gain, which would break equivariance); padded slots re-zeroed."""
+    mask = _expand_mask(slot_mask, h_sym)
+    n = mask.sum(-1, keepdim=True).clamp(min=1.0)
+    mean = (h_sym * mask).sum(-1, keepdim=True) / n
+    var = (((h_sym - mean) * mask) ** 2).sum(-1, keepdim=True) / n
+    return (h_sym - mean) * torch.rsqrt(var + eps) * mask
+
+
+def symbolic_output_probs(sem_logits: Tensor, h_sym: Tensor, symbols: ContextSymbols, beta_logit: Tensor,
+                          unseen: Optional[Tensor] = None) -> Tensor:
+    """p = β softmax(B h_sem) + (1−β) B_φ softmax(h_sym), in fp32.
+
+    sem_logits (B, T, V) = B h_sem; h_sym (B, T, m); β = sigmoid(beta_logit) (scalar).
+    ``unseen`` (V,) bool: words unseen in training have a zero B row, i.e. logit exactly 0
+    (as the paper sets their semantic embeddings to zero); their mass otherwise comes
+    from the symbolic part.
+    Returns probabilities (B, T, V) that sum to 1 over V where the example has a real slot
+    (otherwise the semantic part takes all the mass).
+    """
+    logits = sem_logits.float()
+    if unseen is not None and bool(unseen.any()):
+        logits = logits.masked_fill(unseen.view(1, 1, -1), 0.0)
+    p_sem = torch.softmax(logits, dim=-1)
+    p_slot = masked_slot_softmax(h_sym, symbols.slot_mask)                 # (B, T, m)
+    B, T, V = p_sem.shape
+    p_sym = torch.zeros_like(p_sem)
+    index = symbols.slot_vocab.unsqueeze(1).expand(B, T, symbols.m)
+    p_sym.scatter_add_(-1, index, p_slot)                                   # B_φ softmax(h_sym)
+    beta = torch.sigmoid(beta_logit.float())
+    has = symbols.slot_mask.any(-1).view(B, 1, 1)
+    beta = torch.where(has, beta, torch.ones_like(beta))
+    return beta * p_sem + (1.0 - beta) * p_sym

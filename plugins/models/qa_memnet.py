@@ -1,0 +1,232 @@
+"""``memnet`` (end-to-end memory network) and ``smn`` (symbolic memory network), paper Sec. 4
+eqs. 7-9 and appendix D eqs. 30-33, as fairseq models for ``--task babi_qa``.
+
+Input: the flat source ``s_1 . s_2 . ... s_n . q ?`` of ``nesyseq prepare qa``; it is cut
+back into sentences (``split_story``).  Output: the answer distribution at target step 0
+and a certain ``</s>`` after it, so ``cross_entropy`` and ``fairseq-generate`` (answer then
+eos) work unchanged.
+
+memnet (K hops, A^(0..K), adjacent tying, p = softmax(A^(K)ᵀ u^(K))):
+    m_i = Σ_j A^(k) e_{x_ij} ⊙ p_j + T_A(i)          (7)+(30)   position p_j: learned, multiplied
+    c_i = Σ_j A^(k+1) e_{x_ij} ⊙ p_j + T_C(i)        (7)+(31)   (the TPR positional embedding)
+    u^(k+1) = u^(k) + Σ_i softmax_i(m_iᵀ u^(k)) c_i  (8)        softmax over real sentences only
+smn: every representation is ⊕ a symbolic part in ℝ^m (m = context symbols of the example):
+    m_i = Σ_j (A^(k) e ⊙ p_j) + T_A(i)  ⊕  α_A(i) Σ_j α^(k)_{x_ij} e_φ(x_ij)   (32)
+    c_i = Σ_j (A^(k+1) e ⊙ p_j) + T_C(i) ⊕ α_C(i) Σ_j α^(k+1)_{x_ij} e_φ(x_ij) (33)
+    p = β softmax(A^(K) u_sem) + (1−β) B_φ softmax(u_sym)                    (4) with Bᵀ = A^(K)
+K+1 separate α^(k); T_A/T_C added once per sentence (eq. 30), shared across hops as in
+jojonki/MemoryNetworks memnn.py:27-28,63,69; T indexes sentences from the most recent one
+(so it does not depend on padding).  Init: A ~ N(0, 0.1) (memnn.py:17-21), p_j = 1/max_words
+(TPR-RNN-Torch tpr_rnn.py:47-49), α, β logits 0, α_A = α_C = 1.  See docs/qa.md.
+"""
+
+from dataclasses import dataclass, field
+from typing import List, Tuple
+
+import torch
+import torch.nn.functional as F
+from fairseq.dataclass import FairseqDataclass
+from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel, FairseqIncrementalDecoder,
+                            register_model, register_model_architecture)
+from torch import Tensor, nn
+
+from plugins.layers.symbolic import (ContextSymbols, HybridEmbedding, context_symbols, lookup_phi,
+                                     masked_slot_softmax, one_hot_phi, symbolic_output_probs)
+
+
+@dataclass
+class MemNetConfig(FairseqDataclass):
+    embed_dim: int = field(default=50, metadata={"help": "d"})
+    hops: int = field(default=3, metadata={"help": "K"})
+    max_story: int = field(default=130, metadata={"help": "T: temporal-encoding rows (memory size)"})
+    max_words: int = field(default=20, metadata={"help": "positional-embedding rows (words per sentence)"})
+    max_symbols: int = field(default=512, metadata={"help": "cap on m (context symbols)"})
+    dropout: float = field(default=0.0, metadata={"help": "dropout on word embeddings"})
+    init_std: float = field(default=0.1, metadata={"help": "std of A^(k)"})
+    zero_unseen_alpha: bool = field(default=False, metadata={"help": "also zero α of words unseen in training"})
+
+
+def split_story(src: Tensor, sent_end: int, q_end: int, pad: int, eos: int) -> Tuple[Tensor, Tensor]:
+    """(B, T) flat source -> story (B, S, W) and question (B, Wq), padded with ``pad``.
+    Sentences are right-aligned in time: story[:, -1] is the most recent sentence."""
+    stories: List[List[List[int]]] = []
+    questions: List[List[int]] = []
+    for row in src.tolist():
+        sents, cur = [], []
+        for t in row:
+            if t in (pad, eos):
+                continue
+            if t == sent_end:
+                sents.append(cur); cur = []
+            elif t == q_end:
+                break
+            else:
+                cur.append(t)
+        stories.append(sents)
+        questions.append(cur)
+    B = len(stories)
+    S = max(1, max(len(s) for s in stories))
+    W = max([1] + [len(x) for s in stories for x in s])
+    Wq = max(1, max(len(q) for q in questions))
+    story = torch.full((B, S, W), pad, dtype=torch.long)
+    question = torch.full((B, Wq), pad, dtype=torch.long)
+    for b, sents in enumerate(stories):
+        for i, sent in enumerate(sents):
+            story[b, S - len(sents) + i, : len(sent)] = torch.tensor(sent, dtype=torch.long)
+        if questions[b]:
+            question[b, : len(questions[b])] = torch.tensor(questions[b], dtype=torch.long)
+    return story.to(src.device), question.to(src.device)
+
+
+class MemNetEncoder(FairseqEncoder):
+    """The whole memory network; "encoder" only in fairseq's sense.  Returns the answer
+    distribution (probabilities, fp32) for the decoder to emit at step 0."""
+
+    def __init__(self, cfg, dictionary, symbolic: bool):
+        super().__init__(dictionary)
+        self.cfg, self.symbolic = cfg, symbolic
+        V, d = len(dictionary), cfg.embed_dim
+        self.pad, self.eos = dictionary.pad(), dictionary.eos()
+        self.sent_end, self.q_end = dictionary.index("."), dictionary.index("?")
+        self.ignore = [dictionary.pad(), dictionary.eos(), dictionary.bos(), self.sent_end, self.q_end]
+        self.A = nn.ModuleList([HybridEmbedding(V, d, padding_idx=self.pad, init_std=cfg.init_std)
+                                for _ in range(cfg.hops + 1)])
+        self.pos = nn.Parameter(torch.full((cfg.max_words, d), 1.0 / cfg.max_words))
+        self.TA = nn.Parameter(torch.randn(cfg.max_story, d) * cfg.init_std)
+        self.TC = nn.Parameter(torch.randn(cfg.max_story, d) * cfg.init_std)
+        if symbolic:
+            self.alpha_A = nn.Parameter(torch.ones(cfg.max_story))
+            self.alpha_C = nn.Parameter(torch.ones(cfg.max_story))
+            self.beta_logit = nn.Parameter(torch.zeros(()))
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def set_unseen(self, ids):
+        for emb in self.A:
+            emb.set_unseen(ids, zero_alpha=self.cfg.zero_unseen_alpha)
+
+    def _sum_words(self, emb: HybridEmbedding, tokens: Tensor, phi: Tensor, m: int):
+        """tokens (..., W) -> Σ_j A e ⊙ p_j (..., d) and Σ_j α e_φ (..., m)."""
+        W = tokens.size(-1)
+        if W > self.pos.size(0):
+            raise ValueError(f"a sentence has {W} words > --max-words {self.pos.size(0)}")
+        sem, sym = emb(tokens.flatten(0, -2), phi.flatten(0, -2), m)
+        sem = self.dropout(sem) * self.pos[:W]
+        sem = sem.view(*tokens.shape, -1).sum(-2)
+        sym = sym.view(*tokens.shape, -1).sum(-2) if self.symbolic else None
+        return sem, sym
+
+    def forward(self, src_tokens, src_lengths=None, **unused):
+        story, question = split_story(src_tokens, self.sent_end, self.q_end, self.pad, self.eos)
+        B, S, W = story.shape
+        if S > self.TA.size(0):
+            raise ValueError(f"{S} story sentences > --max-story {self.TA.size(0)}")
+        real = story.ne(self.pad).any(-1)                                    # (B, S) real sentences
+        if self.symbolic:
+            sym = context_symbols(src_tokens, self.ignore, self.pad, self.cfg.max_symbols)
+            m = sym.m
+            phi_s, phi_q = lookup_phi(story.view(B, S * W), sym).view(B, S, W), lookup_phi(question, sym)
+        else:
+            sym, m = None, 0
+            phi_s, phi_q = torch.full_like(story, -1), torch.full_like(question, -1)
+        T = torch.arange(S - 1, -1, -1, device=story.device)               # 0 = most recent sentence
+        u_sem, u_sym = self._sum_words(self.A[0], question.unsqueeze(1), phi_q.unsqueeze(1), m)
+        u_sem, u_sym = u_sem.squeeze(1), (u_sym.squeeze(1) if self.symbolic else None)
+        for k in range(self.cfg.hops):
+            m_sem, m_sym = self._sum_words(self.A[k], story, phi_s, m)
+            c_sem, c_sym = self._sum_words(self.A[k + 1], story, phi_s, m)
+            m_sem = m_sem + self.TA[T]                                       # once per sentence (eq. 30)
+            c_sem = c_sem + self.TC[T]
+            score = torch.einsum("bsd,bd->bs", m_sem, u_sem)
+            if self.symbolic:
+                m_sym = m_sym * self.alpha_A[T].view(1, S, 1)                # eq. 32
+                c_sym = c_sym * self.alpha_C[T].view(1, S, 1)                # eq. 33
+                score = score + torch.einsum("bsm,bm->bs", m_sym, u_sym)
+            attn = torch.softmax(score.float().masked_fill(~real, float("-inf")), -1)
+            attn = torch.nan_to_num(attn, nan=0.0).to(score.dtype)           # (B, S)
+            u_sem = u_sem + torch.einsum("bs,bsd->bd", attn, c_sem)
+            if self.symbolic:
+                u_sym = u_sym + torch.einsum("bs,bsm->bm", attn, c_sym)
+        out_emb = self.A[-1]
+        weight = out_emb.semantic.weight
+        if out_emb.zero_unseen:
+            weight = weight.masked_fill(out_emb.unseen.unsqueeze(-1), 0.0)
+        logits = (u_sem @ weight.t()).unsqueeze(1)                           # B h_sem, Bᵀ = A^(K)
+        if self.symbolic:
+            probs = symbolic_output_probs(logits, u_sym.unsqueeze(1), sym, self.beta_logit)
+        else:
+            probs = torch.softmax(logits.float(), -1)
+        return {"answer_probs": [probs[:, 0]], "symbols": sym}
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        sym = encoder_out["symbols"]
+        return {"answer_probs": [encoder_out["answer_probs"][0].index_select(0, new_order)],
+                "symbols": None if sym is None else sym.index_select(new_order)}
+
+    def max_positions(self):
+        return int(1e6)
+
+
+class AnswerDecoder(FairseqIncrementalDecoder):
+    """Emits the encoder's answer distribution at step 0 and ``</s>`` with certainty after it."""
+
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, **unused):
+        probs = encoder_out["answer_probs"][0]                               # (B, V) fp32
+        B, T = prev_output_tokens.shape
+        start = 0
+        if incremental_state is not None:
+            start = T - 1
+        eos_row = torch.zeros_like(probs)
+        eos_row[:, self.dictionary.eos()] = 1.0
+        steps = [probs if t == 0 else eos_row for t in range(start, T)]
+        return torch.stack(steps, 1), {"attn": [None]}
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        p = net_output[0].float()
+        return torch.log(p.clamp(min=1e-30)) if log_probs else p
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        pass
+
+    def max_positions(self):
+        return int(1e6)
+
+
+class _QAModel(FairseqEncoderDecoderModel):
+    symbolic = False
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        enc = MemNetEncoder(cfg, task.source_dictionary, cls.symbolic)
+        model = cls(enc, AnswerDecoder(task.target_dictionary))
+        return model
+
+    def set_unseen(self, ids):
+        self.encoder.set_unseen(ids)
+
+    def get_normalized_probs(self, net_output, log_probs, sample=None):
+        return self.decoder.get_normalized_probs(net_output, log_probs, sample)
+
+    def max_positions(self):
+        return (int(1e6), int(1e6))
+
+
+@register_model("memnet", dataclass=MemNetConfig)
+class MemNetModel(_QAModel):
+    symbolic = False
+
+
+@register_model("smn", dataclass=MemNetConfig)
+class SymbolicMemNetModel(_QAModel):
+    symbolic = True
+
+
+@register_model_architecture("memnet", "memnet_babi")
+def memnet_babi(cfg):
+    cfg.embed_dim = getattr(cfg, "embed_dim", 50)
+    cfg.hops = getattr(cfg, "hops", 3)
+
+
+@register_model_architecture("smn", "smn_babi")
+def smn_babi(cfg):
+    cfg.embed_dim = getattr(cfg, "embed_dim", 50)
+    cfg.hops = getattr(cfg, "hops", 3)

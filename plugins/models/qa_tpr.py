@@ -1,0 +1,209 @@
+"""``tpr_rnn`` (third-order TPR-RNN, paper Sec. 4 eqs. 10-13 + appendix E eqs. 34-39) and
+``stpr`` (symbolic TPR, eqs. 14-15) as fairseq models for ``--task babi_qa``.
+
+    s_t = Σ_j A e_{x_tj} ⊙ p_j  [⊕ Σ_j α_x e_φ(x_tj)]              story / question embedding
+    e^(1,2)_t, r^(1,2,3)_t = f(s_t)       two-layer tanh MLPs (hidden d)       (10) / (14)
+    ŵ = F·e1·r1;  m̂ = F·e1·r2;  b̂ = F·e2·r3                                    (34, 36, 38)
+    ΔF = e1⊗r1⊗(e2 − ŵ) + e1⊗r2⊗(ŵ − m̂) + e2⊗r3⊗(e1 − b̂)                     (35, 37, 39)
+    question: e^(1,2), r^(1,2,3) = f(s_Q);  i1 = LN(F·e1·r1), i2 = LN(F·i1·r2), i3 = LN(F·i2·r3)
+    p = softmax(Z (i1+i2+i3))   [stpr: eq. 4 on h = i1+i2+i3 ∈ ℝ^{d+m}, B ∈ ℝ^{n×d}]
+
+Shapes follow the reference code, F[b, entity, role, entity] (TPR-RNN-Torch tpr_rnn.py:85)
+and the read-out contracts the question's *entity* vector with F's first and its *role*
+vector with F's second axis (tpr_rnn.py:138-140) where eq. 11-12 write n ∈ ℝ^R first: the
+two dimensions are swapped relative to the paper's notation (issue 11).  Z is a trained
+parameter (TPR-RNN-Torch reads it through ``.data``, tpr_rnn.py:143, so never trains it; we do).
+
+stpr: entities, roles and intermediate vectors live in ℝ^{d+m} (F is (d+m)³); its MLPs use
+``SymbolicLinear`` (W on the semantic part, (λI + γ11ᵀ) on the symbolic part, biases on the
+semantic part only) and tanh; its LN normalises the semantic part with LayerNorm and the
+symbolic part over real slots only (``slot_layer_norm``); p_j multiplies the semantic part
+only; story and question share A, α and p.
+"""
+from dataclasses import dataclass, field
+
+import torch
+from fairseq.dataclass import FairseqDataclass
+from fairseq.models import FairseqEncoder, register_model, register_model_architecture
+from torch import nn
+
+from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
+                                     slot_layer_norm, symbolic_output_probs)
+from plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
+
+
+@dataclass
+class TPRConfig(FairseqDataclass):
+    embed_dim: int = field(default=32, metadata={"help": "d: word / symbol embedding size"})
+    hidden_dim: int = field(default=40, metadata={"help": "MLP hidden size (config_1.json:4)"})
+    entity_dim: int = field(default=90, metadata={"help": "E (tpr_rnn only; stpr uses d+m; config_1.json:3)"})
+    role_dim: int = field(default=20, metadata={"help": "R (tpr_rnn only; stpr uses d+m)"})
+    max_words: int = field(default=20, metadata={"help": "positional-embedding rows"})
+    max_symbols: int = field(default=512, metadata={"help": "cap on m"})
+    dropout: float = field(default=0.0, metadata={"help": "dropout on story/question embeddings"})
+    init_limit: float = field(default=0.1, metadata={"help": "A ~ U(-limit, limit) (tpr_rnn.py:45)"})
+    zero_unseen_alpha: bool = field(default=False, metadata={"help": "also zero α of unseen words"})
+
+
+class _MLP(nn.Module):
+    """Two tanh layers (TPR-RNN-Torch utils.py:21-24); symbolic: SymbolicLinear layers."""
+
+    def __init__(self, d_in, hidden, d_out, symbolic):
+        super().__init__()
+        self.symbolic = symbolic
+        if symbolic:
+            self.l1, self.l2 = SymbolicLinear(d_in, hidden), SymbolicLinear(hidden, d_out)
+        else:
+            self.l1, self.l2 = nn.Linear(d_in, hidden), nn.Linear(hidden, d_out)
+
+    def forward(self, sem, sym=None, mask=None):
+        if not self.symbolic:
+            return torch.tanh(self.l2(torch.tanh(self.l1(sem)))), None
+        sem, sym = self.l1(sem, sym, mask)
+        sem, sym = self.l2(torch.tanh(sem), torch.tanh(sym), mask)
+        return torch.tanh(sem), torch.tanh(sym)
+
+
+def _cat(sem, sym):
+    return sem if sym is None else torch.cat([sem, sym], -1)
+
+
+class TPREncoder(FairseqEncoder):
+    def __init__(self, cfg, dictionary, symbolic):
+        super().__init__(dictionary)
+        self.cfg, self.symbolic = cfg, symbolic
+        V, d = len(dictionary), cfg.embed_dim
+        self.pad, self.eos = dictionary.pad(), dictionary.eos()
+        self.sent_end, self.q_end = dictionary.index("."), dictionary.index("?")
+        self.ignore = [dictionary.pad(), dictionary.eos(), dictionary.bos(), self.sent_end, self.q_end]
+        self.A = HybridEmbedding(V, d, padding_idx=self.pad)
+        nn.init.uniform_(self.A.semantic.weight, -cfg.init_limit, cfg.init_limit)
+        self.pos = nn.Parameter(torch.full((cfg.max_words, d), 1.0 / cfg.max_words))   # tpr_rnn.py:47-49
+        E = d if symbolic else cfg.entity_dim
+        R = d if symbolic else cfg.role_dim
+        H = cfg.hidden_dim
+        self.story_e = nn.ModuleList([_MLP(d, H, E, symbolic) for _ in range(2)])
+        self.story_r = nn.ModuleList([_MLP(d, H, R, symbolic) for _ in range(3)])
+        self.q_e = _MLP(d, H, E, symbolic)
+        self.q_r = nn.ModuleList([_MLP(d, H, R, symbolic) for _ in range(3)])
+        self.ln = nn.ModuleList([nn.LayerNorm(E) for _ in range(3)])
+        self.Z = nn.Linear(E, V, bias=False)                                   # trained (unlike .data)
+        if symbolic:
+            self.beta_logit = nn.Parameter(torch.zeros(()))
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def set_unseen(self, ids):
+        self.A.set_unseen(ids, zero_alpha=self.cfg.zero_unseen_alpha)
+        with torch.no_grad():
+            self.Z.weight[torch.tensor(list(ids), dtype=torch.long)] = 0.0
+        self._unseen = list(ids)
+
+    def _embed(self, tokens, phi, m):
+        W = tokens.size(-1)
+        if W > self.pos.size(0):
+            raise ValueError(f"a sentence has {W} words > --max-words {self.pos.size(0)}")
+        sem, sym = self.A(tokens.flatten(0, -2), phi.flatten(0, -2), m)
+        sem = (self.dropout(sem) * self.pos[:W]).view(*tokens.shape, -1).sum(-2)
+        sym = sym.view(*tokens.shape, -1).sum(-2) if self.symbolic else None
+        return sem, sym
+
+    def _ln(self, k, v, mask):
+        d = self.cfg.embed_dim
+        if not self.symbolic:
+            return self.ln[k](v)
+        return torch.cat([self.ln[k](v[..., :d]), slot_layer_norm(v[..., d:], mask)], -1)
+
+    def forward(self, src_tokens, src_lengths=None, **unused):
+        story, question = split_story(src_tokens, self.sent_end, self.q_end, self.pad, self.eos)
+        B, S, W = story.shape
+        real = story.ne(self.pad).any(-1)                                      # (B, S)
+        if self.symbolic:
+            sym = context_symbols(src_tokens, self.ignore, self.pad, self.cfg.max_symbols)
+            m, mask = sym.m, sym.slot_mask
+            phi_s, phi_q = lookup_phi(story.view(B, S * W), sym).view(B, S, W), lookup_phi(question, sym)
+        else:
+            sym, m, mask = None, 0, None
+            phi_s, phi_q = torch.full_like(story, -1), torch.full_like(question, -1)
+        s_sem, s_sym = self._embed(story, phi_s, m)                           # (B, S, d[+m])
+        mask_s = None if mask is None else mask
+        e1, e2 = [_cat(*f(s_sem, s_sym, mask_s)) for f in self.story_e]
+        r1, r2, r3 = [_cat(*f(s_sem, s_sym, mask_s)) for f in self.story_r]
+        E, R = e1.size(-1), r1.size(-1)
+        F = e1.new_zeros(B, E, R, E)                                           # F[b, entity, role, entity]
+        for t in range(S):
+            keep = real[:, t].to(F.dtype).view(B, 1)                         # padded sentences write nothing
+            a1, a2, b1, b2, b3 = e1[:, t], e2[:, t], r1[:, t], r2[:, t], r3[:, t]
+            w_hat = torch.einsum("be,br,berf->bf", a1, b1, F)
+            m_hat = torch.einsum("be,br,berf->bf", a1, b2, F)
+            b_hat = torch.einsum("be,br,berf->bf", a2, b3, F)
+            dF = (torch.einsum("be,br,bf->berf", a1, b1, a2 - w_hat)
+                  + torch.einsum("be,br,bf->berf", a1, b2, w_hat - m_hat)
+                  + torch.einsum("be,br,bf->berf", a2, b3, a1 - b_hat))
+            F = F + dF * keep.view(B, 1, 1, 1)
+        q_sem, q_sym = self._embed(question.unsqueeze(1), phi_q.unsqueeze(1), m)
+        q_sem, q_sym = q_sem.squeeze(1), (q_sym.squeeze(1) if self.symbolic else None)
+        i = _cat(*self.q_e(q_sem, q_sym, mask))
+        h = 0
+        for k in range(3):
+            role = _cat(*self.q_r[k](q_sem, q_sym, mask))
+            i = self._ln(k, torch.einsum("be,br,berf->bf", i, role, F), mask)
+            h = h + i
+        d = self.cfg.embed_dim
+        if self.symbolic:
+            logits = self.Z(h[..., :d]).unsqueeze(1)
+            unseen = None
+            probs = symbolic_output_probs(logits, h[..., d:].unsqueeze(1), sym, self.beta_logit)
+        else:
+            probs = torch.softmax(self.Z(h).float(), -1).unsqueeze(1)
+        return {"answer_probs": [probs[:, 0]], "symbols": sym}
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        sym = encoder_out["symbols"]
+        return {"answer_probs": [encoder_out["answer_probs"][0].index_select(0, new_order)],
+                "symbols": None if sym is None else sym.index_select(new_order)}
+
+    def max_positions(self):
+        return int(1e6)
+
+
+class _TPRModel(_QAModel):
+    @classmethod
+    def build_model(cls, cfg, task):
+        return cls(TPREncoder(cfg, task.source_dictionary, cls.symbolic), AnswerDecoder(task.target_dictionary))
+
+
+@register_model("tpr_rnn", dataclass=TPRConfig)
+class TPRRNNModel(_TPRModel):
+    symbolic = False
+
+
+@register_model("stpr", dataclass=TPRConfig)
+class SymbolicTPRModel(_TPRModel):
+    symbolic = True
+
+
+@register_model_architecture("tpr_rnn", "tpr_rnn_babi")
+def tpr_rnn_babi(cfg):
+    """TPR-RNN-Torch configs/config_1.json:3-6: E = 90, hidden 40, R = 20.  Its word embedding
+    width is the vocabulary size (train.py:60); ours is --embed-dim (default 32)."""
+    pass  # the TPRConfig defaults are these sizes
+
+
+@register_model_architecture("stpr", "stpr_babi")
+def stpr_babi(cfg):
+    pass
+
+
+@register_model_architecture("tpr_rnn", "tpr_rnn_small")
+def tpr_rnn_small(cfg):
+    """The paper's small variant: d = 20 with dropout 0.5."""
+    cfg.embed_dim = 20
+    cfg.hidden_dim = 20
+    cfg.dropout = 0.5
+
+
+@register_model_architecture("stpr", "stpr_small")
+def stpr_small(cfg):
+    cfg.embed_dim = 20
+    cfg.hidden_dim = 20
+    cfg.dropout = 0.5

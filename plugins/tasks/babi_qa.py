@@ -1,0 +1,44 @@
+"""``--task babi_qa``: question answering on data from ``nesyseq prepare qa``.
+
+The data is a translation pair: source ``s_1 . s_2 . ... s_n . q ?`` (story sentences
+closed by ``.``, the question by ``?``), target the one-token answer.  The task is
+fairseq's ``translation`` task with the pair fixed to ``src``/``tgt``, so
+``fairseq-train`` / ``fairseq-generate`` work as for any seq2seq model; it also loads
+``unseen.txt`` (words absent from train, own dictionary entries) for the models that
+zero their semantic rows at evaluation.
+"""
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+
+@dataclass
+class BabiQAConfig(TranslationConfig):
+    source_lang: Optional[str] = field(default="src", metadata={"help": "source suffix (prepare qa writes src)"})
+    target_lang: Optional[str] = field(default="tgt", metadata={"help": "target suffix (prepare qa writes tgt)"})
+    zero_unseen: bool = field(default=True, metadata={
+        "help": "give words that never occur in train (unseen.txt) zero semantic embedding / output rows "
+                "(paper); models without set_unseen ignore it"})
+    left_pad_source: bool = field(default=False, metadata={"help": "pad source on the right"})
+
+
+@register_task("babi_qa", dataclass=BabiQAConfig)
+class BabiQATask(TranslationTask):
+    def __init__(self, cfg, src_dict, tgt_dict):
+        super().__init__(cfg, src_dict, tgt_dict)
+        self.unseen_words = []
+        first = cfg.data.split(os.pathsep)[0] if cfg.data else ""
+        path = os.path.join(first, "unseen.txt")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                self.unseen_words = [w.strip() for w in f if w.strip()]
+        self.unseen_ids = sorted(src_dict.index(w) for w in self.unseen_words)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        if self.cfg.zero_unseen and self.unseen_ids and hasattr(model, "set_unseen"):
+            model.set_unseen(self.unseen_ids)
+        return model

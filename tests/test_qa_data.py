@@ -1,0 +1,165 @@
+"""bAbI parser (hand-written fixtures, both naming schemes, every malformed case),
+the bAbI-style generator, and ``nesyseq prepare qa``."""
+import os
+import pathlib
+
+import pytest
+
+from data_prep.qa_babi import discover_tasks, parse_babi_file, parse_babi_lines
+from data_prep.qa_generate import generate_task, make_names
+from nesyseq_cli.errors import UserError
+
+FIX = pathlib.Path(__file__).parent / "fixtures" / "babi"
+
+
+def test_parse_story_questions_and_support():
+    exs = parse_babi_file(str(FIX / "en1k" / "qa1_single-supporting-fact_train.txt"))
+    assert [e.answer for e in exs] == ["bathroom", "hallway", "guest-room"]
+    # second question: the story so far without the earlier question line
+    assert exs[1].story == [["mary", "moved", "to", "the", "bathroom"], ["john", "went", "to", "the", "hallway"],
+                            ["daniel", "went", "back", "to", "the", "hallway"], ["sandra", "moved", "to", "the", "garden"]]
+    assert exs[1].question == ["where", "is", "daniel"]
+    assert exs[1].supporting == [2]          # line id 4 is the third statement (id 3 was a question)
+    assert exs[2].story == [["sandra", "travelled", "to", "the", "guest-room"]]  # a new story starts at id 1
+    assert exs[0].source_tokens() == "mary moved to the bathroom . john went to the hallway . where is mary ?".split()
+    assert exs[0].where.endswith("qa1_single-supporting-fact_train.txt:3")
+
+
+def test_answers_with_commas_are_one_token():
+    exs = parse_babi_file(str(FIX / "envalid" / "qa8_train.txt"))
+    assert [e.answer for e in exs] == ["apple,football", "n,s"]
+    assert exs[0].supporting == [0, 1]
+
+
+def test_memory_size_keeps_most_recent():
+    lines = [f"{i} P{i} went to the kitchen." for i in range(1, 8)] + ["8 Where is P2? \tkitchen\t2"]
+    exs = parse_babi_lines(lines, memory_size=3)
+    assert [s[0] for s in exs[0].story] == ["p5", "p6", "p7"]
+    assert exs[0].supporting == [-1]         # its fact was dropped by the cap
+    assert len(parse_babi_lines(lines, memory_size=None)[0].story) == 7
+
+
+def test_both_naming_schemes():
+    a = discover_tasks(str(FIX / "en1k"))
+    assert list(a) == [1] and set(a[1]) == {"train", "test"}
+    b = discover_tasks(str(FIX / "envalid"))
+    assert list(b) == [8] and set(b[8]) == {"train", "valid", "test"}
+
+
+@pytest.mark.parametrize("name,message", [
+    ("missing_tab.txt", "missing_tab.txt:2: question line without a tab"),
+    ("bad_support.txt", "bad_support.txt:2: supporting-fact id 7 names no earlier line"),
+    ("support_not_number.txt", "support_not_number.txt:2: supporting-fact id 'x' is not a number"),
+    ("support_is_question.txt", "support_is_question.txt:3: supporting-fact id 2 is a question line"),
+    ("question_first.txt", "question_first.txt:3: question before any story sentence"),
+    ("ids_backwards.txt", "ids_backwards.txt:3: line id 2 does not follow 3"),
+    ("no_id.txt", "no_id.txt:1: expected 'ID text'"),
+])
+def test_malformed_lines_are_one_line_errors(name, message):
+    with pytest.raises(UserError) as err:
+        parse_babi_file(str(FIX / "malformed" / name))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_discover_errors(tmp_path):
+    with pytest.raises(UserError, match="no bAbI files"):
+        discover_tasks(str(tmp_path))
+    (tmp_path / "qa3_three_train.txt").write_text("1 a b.\n")
+    with pytest.raises(UserError, match="task 3 has no test file"):
+        discover_tasks(str(tmp_path))
+    (tmp_path / "qa3_train.txt").write_text("1 a b.\n")
+    with pytest.raises(UserError, match="both naming schemes"):
+        discover_tasks(str(tmp_path))
+
+
+@pytest.mark.parametrize("task", ["1", "2", "3", "5", "b"])
+def test_generator_is_deterministic_and_parses(task):
+    a = generate_task(task, n_train=30, n_test=10, num_names=10, seed=3)
+    assert a == generate_task(task, n_train=30, n_test=10, num_names=10, seed=3)
+    assert a != generate_task(task, n_train=30, n_test=10, num_names=10, seed=4)
+    tr = parse_babi_lines(a["train"].splitlines(), "train", memory_size=None)
+    te = parse_babi_lines(a["test"].splitlines(), "test", memory_size=None)
+    assert len(tr) == 30 * (1 if task == "b" else 5) and len(te) == 10 * (1 if task == "b" else 5)
+    for e in tr + te:  # every answer is supported by the facts it cites
+        assert e.supporting and all(0 <= s < len(e.story) for s in e.supporting)
+
+
+def _answer_by_rule(e, task):
+    """Independent re-derivation of the answer from the story text."""
+    if task == "1":
+        who = e.question[-1]
+        return [s[-1] for s in e.story if s[0] == who][-1]
+    if task == "b":
+        x = e.question[-1]
+        return [s[-1] for s in e.story if s[0] == x][-1]
+
+
+@pytest.mark.parametrize("task", ["1", "b"])
+def test_generator_answers_follow_the_story(task):
+    d = generate_task(task, n_train=40, n_test=5, num_names=100, k=10, seed=1)
+    for e in parse_babi_lines(d["train"].splitlines(), memory_size=None):
+        assert e.answer == _answer_by_rule(e, task)
+
+
+def test_appendix_b_splits_do_not_overlap():
+    d = generate_task("b", n_train=300, n_test=100, k=10, seed=0)
+    stories = lambda t: {s for s in t.strip().split("\n1 ")}
+    assert not stories(d["train"]) & stories(d["test"])
+
+
+def test_names_count_and_zero_shot():
+    assert len(set(make_names(10000))) == 10000
+    d = generate_task("1", n_train=200, n_test=50, num_names=1000, seed=0)
+    names = {e.question[-1] for e in parse_babi_lines(d["train"].splitlines(), memory_size=None)}
+    assert len(names) > 100
+    for what in ("rooms", "objects", "people"):
+        d = generate_task("2", n_train=50, n_test=20, num_names=10, zero_shot=what, seed=0)
+        words = lambda t: {w for e in parse_babi_lines(t.splitlines(), memory_size=None)
+                           for s in e.story + [e.question, [e.answer]] for w in s}
+        test_only = words(d["test"]) - words(d["train"])
+        assert test_only, what
+    d = generate_task("2", n_train=50, n_test=20, num_names=10, zero_shot="rooms", seed=0)
+    test_answers = {e.answer for e in parse_babi_lines(d["test"].splitlines(), memory_size=None)}
+    train_words = set(d["train"].lower().replace(".", " ").split())
+    assert test_answers and not test_answers & train_words
+
+
+def test_prepare_qa_cli(tmp_path, capsys):
+    from nesyseq_cli.main import main
+
+    assert main(["prepare", "qa", "--source", str(FIX / "envalid"), "--out", str(tmp_path / "a")]) == 0
+    assert (tmp_path / "a" / "bin" / "task8" / "train.src-tgt.src.bin").exists()
+    assert main(["prepare", "qa", "--generate", "--out", str(tmp_path / "g"), "--tasks", "1",
+                 "--num-names", "10", "--zero-shot", "people", "--train-stories", "20",
+                 "--test-stories", "5"]) == 0
+    unseen = (tmp_path / "g" / "bin" / "task1" / "unseen.txt").read_text().split()
+    src_dict = (tmp_path / "g" / "bin" / "task1" / "dict.src.txt").read_text()
+    assert unseen and all(f"\n{w} " in "\n" + src_dict for w in unseen)   # own entries, not <unk>
+    assert main(["prepare", "qa", "--source", str(FIX / "malformed"), "--out", str(tmp_path / "m")]) == 2
+    assert "no bAbI files" in capsys.readouterr().err
+
+
+def test_generate_split_redraws_excluded_stories():
+    import random
+
+    from data_prep.qa_generate import generate_split
+
+    first = generate_split("b", 20, random.Random(5), ["x0", "x1"], ["v0", "v1"], [])
+    again = generate_split("b", 20, random.Random(5), ["x0", "x1"], ["v0", "v1"], [], exclude=set(first))
+    assert len(again) == 20 and not set(first) & set(again)
+
+
+def test_qa_report_aggregates_seeds(tmp_path):
+    from evaluations.qa_eval import markdown, parse_run, write_reports
+
+    rows = [dict(model="smn", task="1", seed=str(s), error=str(e), names="10") for s, e in ((0, 1.0), (1, 3.0))]
+    rows += [dict(model="stpr", task="2", seed="0", error="7.5", split="rooms")]
+    rows += [dict(model="mn", task="1", seed="0", error="2.0"), dict(model="mn", task="2", seed="0", error="50.0")]
+    md = markdown(rows, "bAbI-style")
+    assert "| 1 | smn | 2.0 ± 1.0 |" in md                      # mean ± population std over seeds
+    assert "| rooms | 2 | 7.5 ± 0.0 |" in md
+    assert "| mn | 2.0 ± 0.0 (n=1) | 50.0 ± 0.0 (n=1) | 26.0 | 1/2 |" in md
+    paths = write_reports(rows, tmp_path, "bAbI-style")
+    assert paths["curve"].exists() and paths["csv"].read_text().count("\n") == 6
+    with pytest.raises(UserError, match="missing ckpt"):
+        parse_run("model=a,task=1,seed=0,data=x")
