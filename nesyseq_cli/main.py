@@ -22,6 +22,9 @@ COMMANDS = {
     ("evaluate", "math"): ("evaluations.math_eval", "exact-match accuracy per module of a checkpoint"),
     ("analyze", "roles"): ("evaluations.roles", "k-means clusters of TP-Transformer role vectors (Fig. 3)"),
     ("quickstart", None): ("nesyseq_cli.quickstart", "small end-to-end Mathematics Dataset run"),
+    ("launch", None): ("slurm.launcher", "run an experiment's stages as SLURM (or local) jobs"),
+    ("status", None): ("slurm.status", "state of every job of a launched run, and failure causes"),
+    ("collect", None): ("slurm.collect", "one mean ± std table and plot over a run's job array"),
 }
 
 GROUP_HELP = {
