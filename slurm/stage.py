@@ -75,7 +75,10 @@ class StageJob(submitit.helpers.Checkpointable):
             # preemption, stops the child cleanly and requeues.
             self._proc = subprocess.Popen(self.argv, stdout=f, stderr=subprocess.STDOUT, cwd=folder, env=env,
                                           preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN))
-            rc = self._proc.wait()
+            # Poll rather than block in wait(): the USR2 handler runs in this thread and must be
+            # able to reap the child itself (a blocked wait() holds Popen's lock for a minute).
+            while (rc := self._proc.poll()) is None:
+                time.sleep(0.2)
         if rc != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
             raise RuntimeError(f"stage command exited with status {rc} (log: {log}); last lines:\n{tail}")
