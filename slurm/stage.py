@@ -22,6 +22,7 @@ from typing import List, Optional
 import submitit
 
 DONE = "DONE.json"
+PREEMPTED = "preempted"  # rank 0 touches it before stopping its child on USR2
 ATTEMPTS = "attempts.json"
 
 
@@ -60,13 +61,16 @@ class StageJob(submitit.helpers.Checkpointable):
     def __call__(self) -> str:
         folder = Path(self.folder)
         folder.mkdir(parents=True, exist_ok=True)
+        rank = int(os.environ.get("SLURM_PROCID", "0")) if "SLURM_JOB_ID" in os.environ else 0
+        started = time.time()
         state = self._attempts()
-        state["starts"] += 1
-        self._save_attempts(state)
+        if rank == 0:  # one task keeps the books; the others only log
+            state["starts"] += 1
+            self._save_attempts(state)
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
         env.update(self.env)
-        log = folder / "stage.log"
+        log = folder / ("stage.log" if rank == 0 else f"stage.rank{rank}.log")
         with open(log, "a") as f:
             f.write(f"=== start {state['starts']} at {time.strftime('%Y-%m-%d %H:%M:%S')} "
                     f"(requeues so far {state['requeues']}) ===\n")
@@ -79,18 +83,31 @@ class StageJob(submitit.helpers.Checkpointable):
             # able to reap the child itself (a blocked wait() holds Popen's lock for a minute).
             while (rc := self._proc.poll()) is None:
                 time.sleep(0.2)
+        if rc != 0 and rank != 0 and self._preempted_since(started):
+            # rank 0 is requeueing the job: our child lost its peer; wait to be killed by the
+            # requeue instead of failing the whole job step first
+            time.sleep(300)
         if rc != 0:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
             raise RuntimeError(f"stage command exited with status {rc} (log: {log}); last lines:\n{tail}")
         missing = [p for p in self.outputs if not Path(p).exists()]
         if missing:
             raise RuntimeError(f"stage finished but its outputs are missing: {missing}")
+        if rank != 0:
+            return str(folder)
         _atomic_write(folder / DONE, json.dumps({"finished": time.time(), "starts": state["starts"],
                                                  "requeues": state["requeues"]}) + "\n")
         return str(folder)
 
+    def _preempted_since(self, t: float) -> bool:
+        try:
+            return (Path(self.folder) / PREEMPTED).stat().st_mtime >= t - 1
+        except OSError:
+            return False
+
     def checkpoint(self, *args, **kwargs):
         """USR2: stop the child (fairseq keeps checkpoint_last.pt) and requeue, up to max_requeue times."""
+        _atomic_write(Path(self.folder) / PREEMPTED, f"{time.time()}\n")
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             try:

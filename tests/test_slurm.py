@@ -209,3 +209,66 @@ def test_requeue_resume_matches_uninterrupted(slurm_cluster, tmp_path):
         torch.testing.assert_close(model[k], own_model[k], atol=1e-6, rtol=0)
     status = nesyseq("status", pre_dir).stdout
     assert re.search(r"train\s+\S+\s+-\s+COMPLETED\s+1", status), status
+
+
+def _run_native(argv, save_dir, cwd, **changes):
+    """fairseq-train outside SLURM with some options changed (e.g. --update-freq 2)."""
+    argv = list(argv)
+    argv[argv.index("--save-dir") + 1] = str(save_dir)
+    for opt, val in changes.items():
+        argv[argv.index(opt) + 1] = str(val)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    subprocess.run(argv, check=True, capture_output=True, env=env, cwd=cwd)
+
+
+@pytest.mark.slow
+def test_two_task_gloo_matches_one_process_and_resumes(slurm_cluster, tmp_path):
+    """2 SLURM tasks (gloo, fairseq's own SLURM init, --distributed-port) == 1 process with
+    --update-freq 2 (the same total batch: rank r takes batch 2k+r, the single process takes
+    both in one update).  Tolerance atol 1e-6: the only difference is the order of a
+    two-term gradient sum (all-reduce vs accumulation), exact or last-bit in fp32; a wrong
+    world size, a missing all-reduce or a doubled gradient differ by > 1e-4 (the test
+    compares weights after 40 updates).  Then the same 2-task run is preempted (USR2),
+    requeued, reloads checkpoint_last.pt through fairseq's broadcast (torch.load with
+    weights_only=True and our safe globals), and ends with the weights of the 1-process
+    reference stopped and resumed at the same update."""
+    dist = [*TINY, "max_update=40", "save_interval_updates=5", "max_tokens=400", "save_interval=1000",
+            "world_size=2", "distributed_backend=gloo", "ddp_backend=legacy_ddp"]
+    ref_dir, pre_dir = tmp_path / "dist", tmp_path / "dist_requeued"
+    nesyseq("launch", "math", *dist, "distributed_port=29611", "--tasks-per-node", "2", "--run-dir", ref_dir)
+    wait_jobs([r["job_id"] for r in jobs(ref_dir)][:2])
+    train = Path([r for r in jobs(ref_dir) if r["stage"] == "train"][0]["folder"])
+    assert "distributed init (rank 1)" in (train / "stage.rank1.log").read_text() or \
+        "rank 1" in (train / "stage.rank1.log").read_text()
+    model2, updates2, _ = final_checkpoint(train / "checkpoints" / "checkpoint_last.pt")
+    argv = shlex.split((train / "command.txt").read_text())
+    single = dict(**{"--distributed-world-size": 1, "--update-freq": 2, "--distributed-port": 0})
+    _run_native(argv, tmp_path / "one", tmp_path, **single)
+    model1, updates1, _ = final_checkpoint(tmp_path / "one" / "checkpoint_last.pt")
+    assert updates1 == updates2 == 40
+    for k in model1:
+        torch.testing.assert_close(model2[k], model1[k], atol=1e-6, rtol=0)
+
+    # preempt the 2-task run and resume it
+    shutil.copytree(ref_dir / "prepare", pre_dir / "prepare")
+    nesyseq("launch", "math", *dist, "distributed_port=29612", "--tasks-per-node", "2", "--run-dir", pre_dir)
+    rec = [r for r in jobs(pre_dir) if r["stage"] == "train"][0]
+    ckpt = Path(rec["folder"]) / "checkpoints" / "checkpoint_last.pt"
+    t0 = time.time()
+    while not ckpt.exists():
+        assert time.time() - t0 < 180, "no checkpoint_last.pt"
+        time.sleep(0.1)
+    subprocess.run(["scancel", "--signal=USR2", rec["job_id"]], check=True)
+    wait_jobs([r["job_id"] for r in jobs(pre_dir)[1:]], timeout=240)
+    log = (Path(rec["folder"]) / "stage.log").read_text()
+    m = re.search(r"Loaded checkpoint .* \(epoch \d+ @ (\d+) updates\)", log)
+    assert m and log.count("=== start") == 2, log[-3000:]
+    resumed_at = int(m.group(1))
+    model_r, updates_r, _ = final_checkpoint(ckpt)
+    assert updates_r == 40 and 0 < resumed_at < 40
+    _run_native(argv, tmp_path / "one_resumed", tmp_path, **single, **{"--max-update": resumed_at})
+    _run_native(argv, tmp_path / "one_resumed", tmp_path, **single)
+    model_o, _, _ = final_checkpoint(tmp_path / "one_resumed" / "checkpoint_last.pt")
+    for k in model_o:
+        torch.testing.assert_close(model_r[k], model_o[k], atol=1e-6, rtol=0)
