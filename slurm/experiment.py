@@ -108,7 +108,7 @@ def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[s
     except Exception as exc:
         raise UserError(f"override {overrides}: {exc}".splitlines()[0]) from None
     for key in over.keys():
-        if key not in base and key != "stages":
+        if key not in list(base.keys()) and key != "stages":
             raise UserError(f"override {key}=...: {path} has no key {key!r}")
     if "stages" not in base:
         raise UserError(f"{path}: no 'stages' list")
@@ -116,7 +116,7 @@ def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[s
     plan = Plan(name=str(base.get("name", Path(name).stem)), run_dir=run_dir)
     values = parse_array(array)
     for key in (values[0] or {}):
-        if key not in base:
+        if key not in list(base.keys()):
             raise UserError(f"--array {key}=...: {path} has no key {key!r}")
     for stage_cfg in base.stages:
         sname = stage_cfg.get("name")

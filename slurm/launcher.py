@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-requeue", type=int, default=3,
                         help="how many times a preempted / timed-out job is requeued before it fails")
     parser.add_argument("--job-name", default=None, help="SLURM job name prefix (default: the experiment name)")
+    parser.add_argument("--stages", default=None, metavar="A,B",
+                        help="run only these stages (e.g. prepare,train); default: all")
     parser.add_argument("--dry-run", action="store_true", help="write the job folders and print the plan; submit nothing")
 
 
@@ -96,8 +98,15 @@ def run(args) -> int:
     records = []
     previous_ids = []  # job ids of the last submitted stage, for afterok
     job_name = args.job_name or plan.name
+    known = [jobs[0].stage for jobs in plan.stages]
+    wanted = known if not args.stages else args.stages.split(",")
+    for w in wanted:
+        if w not in known:
+            raise UserError(f"--stages {args.stages}: no stage {w!r} in {args.experiment} ({', '.join(known)})")
     for jobs in plan.stages:
         stage = jobs[0].stage
+        if stage not in wanted:
+            continue
         todo = [j for j in jobs if not stage_complete(j.folder, j.outputs)]
         for j in jobs:
             _write_job_folder(j, commit)

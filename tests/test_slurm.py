@@ -163,11 +163,11 @@ def test_requeue_resume_matches_uninterrupted(slurm_cluster, tmp_path):
     a restart from scratch or a skipped batch moves the loss by > 1e-2."""
     common = [*TINY, "max_update=300", "save_interval_updates=10", "max_tokens=400", "save_interval=1000"]
     ref_dir, pre_dir = tmp_path / "ref", tmp_path / "pre"
-    nesyseq("launch", "math", *common, "--run-dir", ref_dir)
+    nesyseq("launch", "math", *common, "--run-dir", ref_dir, "--stages", "prepare,train")
     # the interrupted run reuses the same prepared data (its prepare stage is skipped)
     wait_jobs([r["job_id"] for r in jobs(ref_dir)][:1])
     shutil.copytree(ref_dir / "prepare", pre_dir / "prepare")
-    nesyseq("launch", "math", *common, "--run-dir", pre_dir, "--max-requeue", "2")
+    nesyseq("launch", "math", *common, "--run-dir", pre_dir, "--max-requeue", "2", "--stages", "prepare,train")
     train = [r for r in jobs(pre_dir) if r["stage"] == "train"][0]
     assert [r for r in jobs(pre_dir) if r["stage"] == "prepare"][0]["job_id"].startswith("skipped")
     ckpt = Path(train["folder"]) / "checkpoints" / "checkpoint_last.pt"
@@ -236,7 +236,8 @@ def test_two_task_gloo_matches_one_process_and_resumes(slurm_cluster, tmp_path):
     dist = [*TINY, "max_update=40", "save_interval_updates=5", "max_tokens=400", "save_interval=1000",
             "world_size=2", "distributed_backend=gloo", "ddp_backend=legacy_ddp"]
     ref_dir, pre_dir = tmp_path / "dist", tmp_path / "dist_requeued"
-    nesyseq("launch", "math", *dist, "distributed_port=29611", "--tasks-per-node", "2", "--run-dir", ref_dir)
+    nesyseq("launch", "math", *dist, "distributed_port=29611", "--tasks-per-node", "2", "--run-dir", ref_dir,
+            "--stages", "prepare,train")
     wait_jobs([r["job_id"] for r in jobs(ref_dir)][:2])
     train = Path([r for r in jobs(ref_dir) if r["stage"] == "train"][0]["folder"])
     assert "distributed init (rank 1)" in (train / "stage.rank1.log").read_text() or \
@@ -252,7 +253,8 @@ def test_two_task_gloo_matches_one_process_and_resumes(slurm_cluster, tmp_path):
 
     # preempt the 2-task run and resume it
     shutil.copytree(ref_dir / "prepare", pre_dir / "prepare")
-    nesyseq("launch", "math", *dist, "distributed_port=29612", "--tasks-per-node", "2", "--run-dir", pre_dir)
+    nesyseq("launch", "math", *dist, "distributed_port=29612", "--tasks-per-node", "2", "--run-dir", pre_dir,
+            "--stages", "train")
     rec = [r for r in jobs(pre_dir) if r["stage"] == "train"][0]
     ckpt = Path(rec["folder"]) / "checkpoints" / "checkpoint_last.pt"
     t0 = time.time()
