@@ -74,6 +74,14 @@ def wait_jobs(job_ids, timeout=240, until=TERMINAL):
     raise AssertionError(f"jobs {job_ids} not finished after {timeout}s: {sacct(job_ids)}")
 
 
+def wait_done(folder, timeout=300):
+    """A requeued job passes through transient states in sacct: wait for its DONE marker."""
+    t0 = time.time()
+    while not (Path(folder) / "DONE.json").exists():
+        assert time.time() - t0 < timeout, f"{folder}: no DONE.json after {timeout}s"
+        time.sleep(1)
+
+
 def final_checkpoint(path):
     import plugins.checkpoint_safety  # noqa: F401  (safe globals; weights_only stays True)
     state = torch.load(path, map_location="cpu", weights_only=True)
@@ -176,6 +184,7 @@ def test_requeue_resume_matches_uninterrupted(slurm_cluster, tmp_path):
         assert time.time() - t0 < 180, "no checkpoint_last.pt"
         time.sleep(0.2)
     subprocess.run(["scancel", "--signal=USR2", train["job_id"]], check=True)
+    wait_done(train["folder"])
     wait_jobs([r["job_id"] for r in jobs(ref_dir)] + [r["job_id"] for r in jobs(pre_dir)[1:]], timeout=300)
     attempts = json.loads((Path(train["folder"]) / "attempts.json").read_text())
     assert attempts["requeues"] == 1 and attempts["starts"] == 2, attempts
@@ -262,6 +271,7 @@ def test_two_task_gloo_matches_one_process_and_resumes(slurm_cluster, tmp_path):
         assert time.time() - t0 < 180, "no checkpoint_last.pt"
         time.sleep(0.1)
     subprocess.run(["scancel", "--signal=USR2", rec["job_id"]], check=True)
+    wait_done(rec["folder"])
     wait_jobs([r["job_id"] for r in jobs(pre_dir)[1:]], timeout=240)
     log = (Path(rec["folder"]) / "stage.log").read_text()
     m = re.search(r"Loaded checkpoint .* \(epoch \d+ @ (\d+) updates\)", log)
