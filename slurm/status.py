@@ -56,6 +56,13 @@ def failure_cause(folder: Path, job_id: str, submitit_folder: Optional[str]) -> 
     candidates = [folder / "stage.log"]
     if submitit_folder:
         candidates += sorted(Path(submitit_folder).glob(f"{job_id}_*_log.err"))
+    for path in candidates[1:]:  # a requeue limit / preemption verdict from submitit beats a child's error
+        try:
+            hits = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if "not requeued" in ln]
+        except OSError:
+            continue
+        if hits:
+            return f"{hits[-1][:300]} ({path})"
     for path in candidates:
         try:
             lines = path.read_text(errors="replace").splitlines()
