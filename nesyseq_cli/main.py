@@ -34,6 +34,9 @@ COMMANDS = {
     ("prepare", "qa"): ("data_prep.qa_cli", "bAbI folder or bAbI-style generator -> fairseq data for --task babi_qa"),
     ("evaluate", "qa"): ("evaluations.qa_eval", "answer error of babi_qa checkpoints: table, CSV, PNGs"),
     ("quickstart", None): ("nesyseq_cli.quickstart", "small end-to-end Mathematics Dataset run"),
+    ("launch", None): ("slurm.launcher", "run an experiment's stages as SLURM (or local) jobs"),
+    ("status", None): ("slurm.status", "state of every job of a launched run, and failure causes"),
+    ("collect", None): ("slurm.collect", "one mean ± std table and plot over a run's job array"),
 }
 
 GROUP_HELP = {

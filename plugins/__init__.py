@@ -6,4 +6,5 @@ load with torch's default ``weights_only=True``.
 """
 from plugins import checkpoint_safety  # noqa: F401  (registers safe globals first)
 from plugins import fairseq_fixes  # noqa: F401  (keep fairseq's remainder batches)
+from plugins import cpu_distributed  # noqa: F401,E402  (SLURM multi-task fairseq on CPU)
 from plugins import layers, models, tasks, criterions  # noqa: F401,E402

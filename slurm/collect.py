@@ -1,0 +1,122 @@
+"""``nesyseq collect RUN_DIR``: one table (mean ± std over the array) and one plot.
+
+Reads the first ``.csv`` output that the evaluate stage declares (for math:
+``results.csv`` with split, module, n, correct, accuracy) from every array
+member.  Rows are matched on their text columns; every numeric column becomes
+mean ± sample std over the members (std 0 for a single member).  Writes
+``RUN_DIR/collect.csv``, ``collect.md`` and ``collect.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import statistics
+from collections import OrderedDict
+from pathlib import Path
+
+from nesyseq_cli.errors import UserError
+from slurm.status import load_jobs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", help="the run folder that `nesyseq launch` printed")
+    parser.add_argument("--stage", default="evaluate", help="the stage whose tables are gathered")
+    parser.add_argument("--metric", default=None, help="numeric column to plot (default: accuracy, else the last one)")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _result_csv(rec: dict) -> Path:
+    cfg_path = Path(rec["folder"]) / "config.yaml"
+    from omegaconf import OmegaConf
+
+    outputs = OmegaConf.load(cfg_path).stage.get("outputs") or []
+    for out in outputs:
+        if str(out).endswith(".csv"):
+            return Path(out)
+    raise UserError(f"{cfg_path}: the stage declares no .csv output to collect")
+
+
+def collect(run_dir, stage="evaluate", metric=None):
+    from data_prep.math_generate import atomic_write_bytes
+
+    run_dir = Path(run_dir).resolve()
+    recs = [r for r in load_jobs(run_dir)["jobs"] if r["stage"] == stage]
+    if not recs:
+        raise UserError(f"{run_dir}/jobs.json: no jobs of stage {stage!r}")
+    groups: "OrderedDict[tuple, dict]" = OrderedDict()
+    header = None
+    members = []
+    for rec in recs:
+        path = _result_csv(rec)
+        if not path.is_file():
+            raise UserError(f"{path}: missing (is job {rec['job_id']} finished? see nesyseq status {run_dir})")
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+        if not rows:
+            raise UserError(f"{path}: empty table")
+        if header is None:
+            header = rows[0]
+        elif rows[0] != header:
+            raise UserError(f"{path}: columns {rows[0]} differ from {header}")
+        label = ",".join(f"{k}={v}" for k, v in (rec.get("array") or {}).items()) or rec["job_id"]
+        members.append(label)
+        for lineno, row in enumerate(rows[1:], 2):
+            if len(row) != len(header):
+                raise UserError(f"{path}:{lineno}: {len(row)} fields, header has {len(header)}")
+            key = tuple(c for c in row if not _is_number(c))
+            cell = groups.setdefault(key, {})
+            for name, c in zip(header, row):
+                if _is_number(c):
+                    cell.setdefault(name, []).append(float(c))
+    num_cols = [h for h in header if any(h in g for g in groups.values())]
+    key_cols = [h for h in header if h not in num_cols]
+    metric = metric or ("accuracy" if "accuracy" in num_cols else num_cols[-1])
+    if metric not in num_cols:
+        raise UserError(f"--metric {metric}: not a numeric column of {header}")
+
+    def mean_std(vals):
+        return statistics.fmean(vals), (statistics.stdev(vals) if len(vals) > 1 else 0.0)
+
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(key_cols + [f"{c}_{s}" for c in num_cols for s in ("mean", "std")] + ["members"])
+    md = [f"# {run_dir.name}: {stage} over {len(members)} runs ({', '.join(members)})", "",
+          "| " + " | ".join(key_cols + num_cols) + " |", "|" + "---|" * (len(key_cols) + len(num_cols))]
+    for key, cell in groups.items():
+        stats = [mean_std(cell[c]) for c in num_cols]
+        w.writerow(list(key) + [f"{v:.6g}" for ms in stats for v in ms] + [len(cell[num_cols[0]])])
+        md.append("| " + " | ".join(list(key) + [f"{m:.4g} ± {s:.2g}" for m, s in stats]) + " |")
+    atomic_write_bytes(str(run_dir / "collect.csv"), buf.getvalue().encode())
+    atomic_write_bytes(str(run_dir / "collect.md"), ("\n".join(md) + "\n").encode())
+
+    from evaluations.plotting import pyplot, save_png
+
+    plt = pyplot()
+    labels = ["/".join(k) for k in groups]
+    means = [mean_std(groups[k][metric])[0] for k in groups]
+    stds = [mean_std(groups[k][metric])[1] for k in groups]
+    fig, ax = plt.subplots(figsize=(max(4, 0.6 * len(labels) + 2), 4))
+    ax.bar(range(len(labels)), means, yerr=stds, capsize=3)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel(f"{metric} (mean ± std, n={len(members)})")
+    ax.set_title(f"{run_dir.name}: {stage}")
+    fig.tight_layout()
+    save_png(fig, run_dir / "collect.png", dpi=120)
+    return run_dir / "collect.csv", run_dir / "collect.md", run_dir / "collect.png"
+
+
+def run(args) -> int:
+    paths = collect(args.run_dir, args.stage, args.metric)
+    print(paths[1].read_text())
+    for p in paths:
+        print(p)
+    return 0

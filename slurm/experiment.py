@@ -1,0 +1,164 @@
+"""An experiment: a chain of stages (prepare -> train -> evaluate) read from
+``configs/experiments/NAME.yaml`` and resolved into one argv per job.
+
+The yaml (see configs/experiments/math.yaml) holds free parameters plus::
+
+    stages:
+      - name: train
+        argv: [fairseq-train, "${run_dir}/prepare/data/bin", --seed, "${seed}", ...]
+        outputs: ["${job_dir}/checkpoints/checkpoint_last.pt"]   # all exist + DONE marker => skipped
+        array: true          # one job per --array value (default true; prepare sets false)
+        checkpointable: true # requeued on USR2, resumes from checkpoint_last.pt
+
+Interpolations available besides the yaml's own keys: ``run_dir`` (absolute),
+``job_dir`` (this job's absolute folder), ``array_suffix`` (``/seed=2`` or ``""``),
+``user_dir`` and ``repo`` (this checkout).  Commands are argv lists, never shell
+strings: every value reaches the program as one argument, whatever it contains.
+"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from nesyseq_cli.errors import UserError
+from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin
+
+REPO = Path(__file__).resolve().parents[1]
+EXPERIMENTS = REPO / "configs" / "experiments"
+META_KEYS = ("run_dir", "job_dir", "array_suffix", "user_dir", "repo")
+
+
+@dataclass
+class Job:
+    stage: str
+    folder: Path
+    argv: List[str]
+    outputs: List[Path]
+    checkpointable: bool
+    config: dict
+    array_value: Optional[Dict[str, str]] = None
+
+    @property
+    def command_line(self) -> str:
+        return shlex.join(self.argv)
+
+
+@dataclass
+class Plan:
+    name: str
+    run_dir: Path
+    stages: List[List[Job]] = field(default_factory=list)  # stage -> its jobs (array members)
+
+
+def experiment_names() -> List[str]:
+    return sorted(p.stem for p in EXPERIMENTS.glob("*.yaml"))
+
+
+def load_experiment(name: str):
+    from omegaconf import OmegaConf
+
+    path = Path(name)
+    if not path.suffix:
+        path = EXPERIMENTS / f"{name}.yaml"
+    if not path.is_file():
+        raise UserError(f"experiment {name!r}: no file {path} (known: {', '.join(experiment_names())})")
+    try:
+        return OmegaConf.load(path), path
+    except Exception as exc:  # yaml syntax error: name the file
+        raise UserError(f"{path}: {exc}".splitlines()[0]) from None
+
+
+def parse_array(spec: Optional[str]) -> List[Dict[str, str]]:
+    """``seed=1,2,3`` -> [{'seed': '1'}, {'seed': '2'}, {'seed': '3'}]."""
+    if not spec:
+        return [None]
+    key, sep, values = spec.partition("=")
+    vals = [v for v in values.split(",") if v != ""]
+    if not sep or not key or not vals:
+        raise UserError(f"--array {spec!r}: expected KEY=v1,v2,... (e.g. seed=1,2,3)")
+    return [{key: v} for v in vals]
+
+
+def _array_suffix(value) -> str:
+    if not value:
+        return ""
+    return "/" + ",".join(f"{k}={v}" for k, v in value.items()).replace("/", "_")
+
+
+def _resolve_argv(argv: List[str]) -> List[str]:
+    """The first word ``nesyseq`` / ``fairseq-*`` runs from this environment."""
+    if not argv:
+        return argv
+    head = argv[0]
+    if head == "nesyseq" or head.startswith("fairseq-"):
+        head = fairseq_bin(head)
+    return [head] + list(argv[1:])
+
+
+def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[str]) -> Plan:
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    base, path = load_experiment(name)
+    try:
+        over = OmegaConf.from_dotlist(list(overrides))
+    except Exception as exc:
+        raise UserError(f"override {overrides}: {exc}".splitlines()[0]) from None
+    for key in over.keys():
+        if key not in list(base.keys()) and key != "stages":
+            raise UserError(f"override {key}=...: {path} has no key {key!r}")
+    if "stages" not in base:
+        raise UserError(f"{path}: no 'stages' list")
+    run_dir = Path(run_dir).resolve()
+    plan = Plan(name=str(base.get("name", Path(name).stem)), run_dir=run_dir)
+    values = parse_array(array)
+    for key in (values[0] or {}):
+        if key not in list(base.keys()):
+            raise UserError(f"--array {key}=...: {path} has no key {key!r}")
+    for stage_cfg in base.stages:
+        sname = stage_cfg.get("name")
+        if not sname:
+            raise UserError(f"{path}: a stage without a name")
+        per_array = bool(stage_cfg.get("array", True))
+        jobs = []
+        for value in (values if per_array else [None]):
+            cfg = OmegaConf.merge(base, over, OmegaConf.from_dotlist([f"{k}={v}" for k, v in (value or {}).items()]))
+            suffix = _array_suffix(value) if per_array else ""
+            folder = run_dir / sname / suffix.lstrip("/") if suffix else run_dir / sname
+            cfg.run_dir = str(run_dir)
+            cfg.job_dir = str(folder)
+            cfg.array_suffix = _array_suffix(value)
+            cfg.user_dir = str(USER_DIR)
+            cfg.repo = str(REPO)
+            idx = [s.name for s in base.stages].index(sname)
+            try:
+                stage = OmegaConf.to_container(cfg.stages[idx], resolve=True)
+                resolved = OmegaConf.to_container(cfg, resolve=True)
+            except OmegaConfBaseException as exc:
+                raise UserError(f"{path}: stage {sname}: {exc}".splitlines()[0]) from None
+            resolved.pop("stages")
+            resolved["stage"] = stage
+            argv = [str(a) for a in stage.get("argv") or [] if str(a) != ""]  # "" drops an optional flag
+            if not argv:
+                raise UserError(f"{path}: stage {sname} has no argv")
+            jobs.append(Job(stage=sname, folder=folder, argv=_resolve_argv(argv),
+                            outputs=[Path(p) for p in stage.get("outputs") or []],
+                            checkpointable=bool(stage.get("checkpointable", False)),
+                            config=resolved, array_value=value if per_array else None))
+        plan.stages.append(jobs)
+    return plan
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        commit = out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return commit + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout)"

@@ -1,0 +1,168 @@
+"""``nesyseq launch EXPERIMENT [KEY=VALUE ...]``: an experiment's stages as submitit jobs.
+
+    nesyseq launch math --executor slurm --partition gpu --gpus-per-node 1 --array seed=1,2,3
+    nesyseq launch math --executor local max_update=200
+
+Each stage (prepare -> train -> evaluate) is one job, or one SLURM job array with
+``--array``; a later stage waits for the earlier ones through ``afterok``.  A stage
+whose DONE marker and declared outputs exist is skipped.  Every job's absolute
+folder holds ``config.yaml`` (resolved), ``command.txt`` (the exact command line),
+``git_commit.txt``, ``stage.log`` and, for training, ``checkpoints/``; submitit's
+own logs are under ``RUN_DIR/.submitit/``.  ``RUN_DIR/jobs.json`` lists all jobs
+for ``nesyseq status`` / ``nesyseq collect``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from nesyseq_cli.errors import UserError
+
+JOBS_FILE = "jobs.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("experiment", help="a name in configs/experiments/ (math, wmt, qa, folnet_lm) or a yaml path")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides of the experiment's keys")
+    parser.add_argument("--executor", choices=("slurm", "local"), default="slurm")
+    parser.add_argument("--run-dir", default=None,
+                        help="the run's folder (default runs/EXPERIMENT-YYYYmmdd-HHMMSS); relaunching into "
+                             "an existing run skips its complete stages")
+    parser.add_argument("--partition", default=None)
+    parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--gpus-per-node", type=int, default=0,
+                        help="GPUs per node; training runs one task per GPU (fairseq's SLURM distributed setup)")
+    parser.add_argument("--tasks-per-node", type=int, default=None,
+                        help="tasks per node for the train stage (default: --gpus-per-node, at least 1)")
+    parser.add_argument("--cpus-per-task", type=int, default=1)
+    parser.add_argument("--mem-gb", type=float, default=None)
+    parser.add_argument("--timeout-min", type=int, default=60)
+    parser.add_argument("--array", default=None, metavar="KEY=v1,v2,...",
+                        help="one SLURM job array over these values (e.g. seed=1,2,3)")
+    parser.add_argument("--dependency-chain", action=argparse.BooleanOptionalAction, default=True,
+                        help="submit all stages now, chained with afterok (else: wait for each stage here)")
+    parser.add_argument("--max-requeue", type=int, default=3,
+                        help="how many times a preempted / timed-out job is requeued before it fails")
+    parser.add_argument("--job-name", default=None, help="SLURM job name prefix (default: the experiment name)")
+    parser.add_argument("--stages", default=None, metavar="A,B",
+                        help="run only these stages (e.g. prepare,train); default: all")
+    parser.add_argument("--dry-run", action="store_true", help="write the job folders and print the plan; submit nothing")
+
+
+def _executor(args, folder: Path, job_name: str, distributed: bool):
+    import submitit
+
+    if args.executor == "local":
+        ex = submitit.LocalExecutor(folder=folder)
+        ex.update_parameters(timeout_min=args.timeout_min)
+        return ex
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeue)
+    params = dict(job_name=job_name, time=args.timeout_min, cpus_per_task=args.cpus_per_task,
+                  signal_delay_s=120)
+    if args.partition:
+        params["partition"] = args.partition
+    if args.mem_gb:
+        params["mem"] = f"{int(args.mem_gb * 1024)}MB"
+    if distributed:
+        params["nodes"] = args.nodes
+        params["ntasks_per_node"] = args.tasks_per_node or max(1, args.gpus_per_node)
+        if args.gpus_per_node:
+            params["gpus_per_node"] = args.gpus_per_node
+    ex.update_parameters(**params)
+    return ex
+
+
+def _write_job_folder(job, commit: str) -> None:
+    from omegaconf import OmegaConf
+
+    from slurm.stage import _atomic_write
+
+    job.folder.mkdir(parents=True, exist_ok=True)
+    _atomic_write(job.folder / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(job.config)))
+    _atomic_write(job.folder / "command.txt", job.command_line + "\n")
+    _atomic_write(job.folder / "git_commit.txt", commit + "\n")
+
+
+def run(args) -> int:
+    from slurm.experiment import build_plan, git_commit
+    from slurm.stage import StageJob, _atomic_write, stage_complete
+
+    name = Path(args.experiment).stem
+    run_dir = Path(args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    plan = build_plan(args.experiment, args.overrides, run_dir, args.array)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    commit = git_commit()
+    records = []
+    previous_ids = []  # job ids of the last submitted stage, for afterok
+    job_name = args.job_name or plan.name
+    known = [jobs[0].stage for jobs in plan.stages]
+    wanted = known if not args.stages else args.stages.split(",")
+    for w in wanted:
+        if w not in known:
+            raise UserError(f"--stages {args.stages}: no stage {w!r} in {args.experiment} ({', '.join(known)})")
+    for jobs in plan.stages:
+        stage = jobs[0].stage
+        if stage not in wanted:
+            continue
+        todo = [j for j in jobs if not stage_complete(j.folder, j.outputs)]
+        for j in jobs:
+            _write_job_folder(j, commit)
+        if not todo:
+            for j in jobs:
+                records.append(dict(stage=stage, job_id="skipped (complete)", folder=str(j.folder),
+                                    array=j.array_value, command=j.command_line))
+            continue
+        distributed = any(j.checkpointable for j in todo)
+        ex = _executor(args, run_dir / ".submitit" / stage, f"{job_name}-{stage}", distributed)
+        if args.executor == "slurm" and previous_ids and args.dependency_chain:
+            ex.update_parameters(dependency="afterok:" + ":".join(previous_ids))
+        if args.executor == "slurm" and len(todo) > 1:
+            ex.update_parameters(array_parallelism=len(todo))
+        fns = [StageJob(j.argv, str(j.folder), [str(p) for p in j.outputs], max_requeue=args.max_requeue)
+               for j in todo]
+        if args.dry_run:
+            submitted = [None] * len(todo)
+        elif len(todo) > 1:
+            with ex.batch():
+                submitted = [ex.submit(fn) for fn in fns]
+        else:
+            submitted = [ex.submit(fns[0])]
+        ids = []
+        for j, sub in zip(todo, submitted):
+            jid = "dry-run" if sub is None else str(sub.job_id)
+            ids.append(jid)
+            records.append(dict(stage=stage, job_id=jid, folder=str(j.folder), array=j.array_value,
+                                command=j.command_line, submitit_folder=str(run_dir / ".submitit" / stage),
+                                executor=args.executor))
+        if args.dry_run:
+            continue
+        # afterok on an array's base id waits for every member
+        previous_ids = sorted({i.split("_")[0] for i in ids})
+        if args.executor == "local" or not args.dependency_chain:
+            for sub in submitted:
+                try:
+                    sub.result()
+                except Exception as exc:
+                    _atomic_write(run_dir / JOBS_FILE, json.dumps({"experiment": plan.name, "jobs": records},
+                                                                 indent=2) + "\n")
+                    raise UserError(f"stage {stage} failed (job {sub.job_id}); see nesyseq status {run_dir}: "
+                                    f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}") from None
+            previous_ids = []
+    _atomic_write(run_dir / JOBS_FILE, json.dumps({"experiment": plan.name, "git_commit": commit,
+                                                   "executor": args.executor, "jobs": records}, indent=2) + "\n")
+    _print_table(records)
+    print(f"run folder: {run_dir}")
+    return 0
+
+
+def _print_table(records) -> None:
+    rows = [("stage", "job id", "array", "folder")]
+    for r in records:
+        arr = ",".join(f"{k}={v}" for k, v in (r.get("array") or {}).items()) or "-"
+        rows.append((r["stage"], r["job_id"], arr, r["folder"]))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row[:3], widths)) + "  " + row[3])
