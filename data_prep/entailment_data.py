@@ -159,12 +159,10 @@ def read_file(path: str) -> List[Example]:
 
 
 def write_file(path: str, examples: Iterable[Example]) -> None:
-    """Atomic write, 3 fields per line."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for ex in examples:
-            fh.write(f"{ex.a},{ex.b},{ex.label}\n")
-    os.replace(tmp, path)
+    """Atomic write (tmp + fsync + rename), 3 fields per line."""
+    from data_prep.math_generate import atomic_write_bytes
+
+    atomic_write_bytes(path, "".join(f"{ex.a},{ex.b},{ex.label}\n" for ex in examples).encode("utf-8"))
 
 
 # ---- generator -------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
     nesyseq prepare math      generate + preprocess + binarize the Mathematics Dataset
     nesyseq evaluate math     decode a checkpoint, exact match per module, table/CSV/PNG
     nesyseq analyze roles     k-means of TP-Transformer role vectors (paper Fig. 3)
+    nesyseq prepare entailment / evaluate entailment   logical entailment (TPRU, docs/tpru.md)
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
 
 Each subcommand lives with the code it drives (``data_prep``, ``evaluations``,
@@ -22,6 +23,8 @@ COMMANDS = {
     ("evaluate", "math"): ("evaluations.math_eval", "exact-match accuracy per module of a checkpoint"),
     ("analyze", "roles"): ("evaluations.roles", "k-means clusters of TP-Transformer role vectors (Fig. 3)"),
     ("quickstart", None): ("nesyseq_cli.quickstart", "small end-to-end Mathematics Dataset run"),
+    ("prepare", "entailment"): ("data_prep.entailment_cli", "logical entailment data: Evans et al. files or our generator"),
+    ("evaluate", "entailment"): ("evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
 }
 
 GROUP_HELP = {
