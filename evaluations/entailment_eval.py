@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--splits", default=DEFAULT_SPLITS,
                         help="comma-separated splits; missing files are skipped")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=256, help="pairs per forward pass")
 
 
 def accuracy(model, task, split: str, batch_size: int) -> float:
