@@ -8,7 +8,6 @@ as bitsets over the 2^k assignments of the k variables involved (bit i = assignm
 """
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple

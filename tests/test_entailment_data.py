@@ -4,15 +4,14 @@ import itertools
 
 import pytest
 
-from data_prep.entailment_data import (DEFAULT_SPECS, FormulaError, Example, generate_splits, heuristic_accuracy,
+from data_prep.entailment_data import (DEFAULT_SPECS, FormulaError, generate_splits, heuristic_accuracy,
                                        parse_formula, read_file, to_string, write_file)
 
 
 def brute_force_entails(a: str, b: str) -> bool:
     """Independent check: evaluate the strings directly with Python's eval over every assignment."""
     def py(s):
-        # (X>Y) -> (not X or Y) needs the tree; rewrite via a tiny recursive evaluator on the string
-        out, i = [], 0
+        # a tiny recursive evaluator reading the string directly (no parse tree, no bitsets)
         def ev(i, env):
             c = s[i]
             if c.isalpha():
@@ -28,9 +27,7 @@ def brute_force_entails(a: str, b: str) -> bool:
     va = sorted(set(c for c in a + b if c.isalpha()))
     for bits in itertools.product([False, True], repeat=len(va)):
         env = dict(zip(va, bits))
-        s = a
         ea = py(a)(0, env)[0]
-        s = b
         eb = py(b)(0, env)[0]
         if ea and not eb:
             return False

@@ -1,5 +1,4 @@
 """TPRU cell vs a naive per-example implementation of the slide equations."""
-import math
 
 import pytest
 import torch

@@ -1,8 +1,5 @@
 """tpru_classifier + entailment_pairs task: Siamese encoder, renaming, cells, and a tiny fairseq-train run."""
-import os
 import subprocess
-import sys
-from argparse import Namespace
 
 import pytest
 import torch

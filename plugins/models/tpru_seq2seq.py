@@ -10,14 +10,13 @@ third task is language modelling, not translation.
 Incremental state: (b_{t−1}, c_{t−1}); ``reorder_incremental_state`` selects beams.
 """
 from dataclasses import dataclass, field
-from typing import Dict, Optional
 
 import torch
 from fairseq.dataclass import FairseqDataclass
 from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel, FairseqIncrementalDecoder,
                             register_model, register_model_architecture)
 from fairseq.utils import safe_getattr
-from torch import Tensor, nn
+from torch import nn
 
 from plugins.layers.tpru import BiRecurrent, TPRUCell, recurrent_param_count
 
