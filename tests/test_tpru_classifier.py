@@ -67,8 +67,8 @@ def test_renaming_is_a_consistent_permutation():
     na, nb = seen["s"]["net_input"]["a_tokens"], seen["s"]["net_input"]["b_tokens"]
     # structure kept, variables renamed consistently across A and B
     assert [c for c in dec(na) if c not in VARIABLES] == [c for c in "((a&b)>~(c))" if c not in VARIABLES]
-    m = dict(zip(dec(a) + dec(b), dec(na) + dec(nb)))
-    assert len(set(m.values())) == len(m)
+    pairs = set(zip(dec(a) + dec(b), dec(na) + dec(nb)))        # (old, new) per position, A and B together
+    assert len({o for o, _ in pairs}) == len(pairs) == len({n for _, n in pairs})   # one bijection for both
     assert (a == sample["net_input"]["a_tokens"]).all()          # caller's batch untouched
 
 
