@@ -5,6 +5,7 @@
     nesyseq evaluate wmt      decode a translation checkpoint, sacrebleu BLEU / chrF
     nesyseq evaluate math     decode a checkpoint, exact match per module, table/CSV/PNG
     nesyseq analyze roles     k-means of TP-Transformer role vectors (paper Fig. 3)
+    nesyseq prepare entailment / evaluate entailment   logical entailment (TPRU, docs/tpru.md)
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
 
 Each subcommand lives with the code it drives (``data_prep``, ``evaluations``,
@@ -37,6 +38,8 @@ COMMANDS = {
     ("launch", None): ("slurm.launcher", "run an experiment's stages as SLURM (or local) jobs"),
     ("status", None): ("slurm.status", "state of every job of a launched run, and failure causes"),
     ("collect", None): ("slurm.collect", "one mean ± std table and plot over a run's job array"),
+    ("prepare", "entailment"): ("data_prep.entailment_cli", "logical entailment data: Evans et al. files or our generator"),
+    ("evaluate", "entailment"): ("evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
 }
 
 GROUP_HELP = {

@@ -1,0 +1,110 @@
+"""``nesyseq evaluate entailment``: accuracy per split of ``tpru_classifier`` checkpoints.
+
+    nesyseq evaluate entailment --data data/entail --out results/entail \\
+        --checkpoint lstm=ck_lstm/checkpoint_best.pt --checkpoint tpru8=ck_tpru8/checkpoint_best.pt ...
+
+Writes OUT/accuracy.md, OUT/accuracy.csv (one row per checkpoint: cell, N, recurrent parameters as the
+slides count them, accuracy per split) and OUT/accuracy_vs_roles.png (TPRU accuracy vs N per split,
+the LSTM/GRU baselines as horizontal lines).
+"""
+import argparse
+import csv
+import io
+import os
+from pathlib import Path
+
+from data_prep.math_generate import atomic_write_bytes
+
+DEFAULT_SPLITS = "validate,test_easy,test_hard,test_big,test_massive,test_exam"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, metavar="DIR", help="directory with {split}.txt")
+    parser.add_argument("--checkpoint", action="append", required=True, metavar="NAME=PATH",
+                        help="a checkpoint to score (repeatable); NAME labels its row")
+    parser.add_argument("--splits", default=DEFAULT_SPLITS,
+                        help="comma-separated splits; missing files are skipped")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--batch-size", type=int, default=256, help="pairs per forward pass")
+
+
+def accuracy(model, task, split: str, batch_size: int) -> float:
+    import torch
+
+    ds = task.datasets[split]
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, len(ds), batch_size):
+            batch = ds.collater([ds[j] for j in range(i, min(len(ds), i + batch_size))])
+            logits = model(**batch["net_input"])
+            correct += int(((logits > 0).float() == batch["target"]).sum())
+    return 100.0 * correct / max(len(ds), 1)
+
+
+def score_checkpoint(path: str, data: str, splits, batch_size: int):
+    import plugins  # noqa: F401  (registers the task and model)
+    from fairseq import checkpoint_utils
+
+    from plugins.layers.tpru import recurrent_param_count
+
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
+    model = models[0].eval()
+    row = {"cell": str(cfg.model.cell), "N": cfg.model.num_roles if str(cfg.model.cell) == "tpru" else "",
+           "recurrent_params": recurrent_param_count(model),
+           "total_params": sum(p.numel() for p in model.parameters())}
+    for split in splits:
+        if os.path.exists(os.path.join(data, f"{split}.txt")):
+            task.load_dataset(split)
+            row[split] = round(accuracy(model, task, split, batch_size), 2)
+    return row
+
+
+def write_reports(rows, splits, out: Path):
+    out.mkdir(parents=True, exist_ok=True)
+    present = [s for s in splits if any(s in r for r in rows)]
+    cols = ["name", "cell", "N", "recurrent_params", "total_params"] + present
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write_bytes(str(out / "accuracy.csv"), buf.getvalue().encode())
+    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        md.append("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |")
+    atomic_write_bytes(str(out / "accuracy.md"), ("\n".join(md) + "\n").encode())
+    from evaluations.plotting import pyplot, save_png
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    tp = sorted((r for r in rows if r["cell"] == "tpru"), key=lambda r: r["N"])
+    for k, s in enumerate(present):
+        color = f"C{k}"
+        if tp:
+            ax.plot([r["N"] for r in tp], [r.get(s) for r in tp], "o-", color=color, label=f"TPRU {s}")
+        for r, ls in zip([r for r in rows if r["cell"] != "tpru"], ("--", ":", "-.")):
+            ax.axhline(r.get(s, float("nan")), color=color, ls=ls, lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("role vectors N (baselines: LSTM --, GRU : in the order given)")
+    ax.set_ylabel("accuracy %")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    save_png(fig, out / "accuracy_vs_roles.png", dpi=120)
+    return "\n".join(md) + "\n"
+
+
+def run(args) -> int:
+    from nesyseq_cli.errors import UserError
+
+    splits = [s for s in args.splits.split(",") if s]
+    rows = []
+    for spec in args.checkpoint:
+        if "=" not in spec:
+            raise UserError(f"--checkpoint {spec!r}: expected NAME=PATH")
+        name, path = spec.split("=", 1)
+        if not os.path.isfile(path):
+            raise UserError(f"--checkpoint {name}: no file {path}")
+        row = score_checkpoint(path, args.data, splits, args.batch_size)
+        row["name"] = name
+        rows.append(row)
+    print(write_reports(rows, splits, Path(args.out)), end="")
+    return 0
