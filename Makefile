@@ -17,7 +17,7 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=30 tests
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" tests

@@ -213,7 +213,7 @@ def main():
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--official-repo", default=None,
                    help="checkout of tencent-ailab/FOLNet: adds the official model as a third column")
-    p.add_argument("--trans-impl", default="auto", choices=["auto", "triton", "torch"],
+    p.add_argument("--trans-impl", default="auto", choices=["auto", "triton", "torch", "eager"],
                    help="FOLNet's --folnet-trans-impl (auto: the Triton kernels on CUDA)")
     p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"],
                    help="parameter and activation dtype of both models")

@@ -13,12 +13,35 @@ kernel on CUDA when Triton is available and the reference everywhere else.
                    no triton).  With TRITON_INTERPRET=1 CPU tensors run the
                    kernels under the Triton interpreter (tests only; slow).
     impl='torch'   the reference.
+    impl='eager'   the same-dtype eager PyTorch path (``triton_kernels.eager``):
+                   masked softmax, batched matmul, row mask.
+
+On CUDA, 'auto' does not take the kernels blindly: ``auto_path`` sends the
+unmasked case at long lengths to the eager path, where the H100 benchmark
+(docs/benchmarks.md) measured the fused backward slower than cuBLAS.
 """
+from .eager import trans_eager
 from .reference import MASK_KINDS, TransMask, allowed_masks, trans_reference
 from . import trans_triton as _tt  # imports triton lazily
 from .trans_triton import TransConfig, TransKernelUnavailable
 
-TRANS_IMPLS = ("auto", "triton", "torch")
+TRANS_IMPLS = ("auto", "triton", "torch", "eager")
+
+# Unmasked trans with at least this many columns a runs eagerly under impl='auto' on CUDA.
+# Measured on an H100 (bf16, D2 = 64, docs/benchmarks.md): kernel/eager forward+backward
+# 1.16x at T = 512 but 0.72x at T = 1024 (its dV/dK backward loses to cuBLAS there);
+# every masked kind won at both lengths (2.0-2.1x).  768 sits between the two measured
+# lengths; the crossover itself has not been measured.
+EAGER_UNMASKED_MIN_COLUMNS = 768
+
+
+def auto_path(K, mask) -> str:
+    """'triton' or 'eager': the CUDA path impl='auto' takes for kernel logits K (B, H, Tq, A)."""
+    kind = mask.kind if mask is not None else "none"
+    # key padding leaves both paths' work unchanged (masked loads / a masked_fill); not measured separately
+    if kind == "none" and K.shape[-1] >= EAGER_UNMASKED_MIN_COLUMNS:
+        return "eager"
+    return "triton"
 
 
 def _triton_module():
@@ -35,9 +58,13 @@ def trans(K, v, mask=None, v_enc=None, impl: str = "auto"):
         raise ValueError(f"--folnet-trans-impl={impl!r}; valid: {', '.join(TRANS_IMPLS)}")
     if impl == "torch":
         return trans_reference(K, v, mask, v_enc)
+    if impl == "eager":
+        return trans_eager(K, v, mask, v_enc)
     if impl == "auto":
         # CPU tensors never touch triton (not even its import)
         if K.is_cuda and K.dtype in _tt.SUPPORTED_DTYPES and _triton_module() is not None:
+            if auto_path(K, mask) == "eager":
+                return trans_eager(K, v, mask, v_enc)
             return _tt.trans_triton(K, v, mask, v_enc)
         return trans_reference(K, v, mask, v_enc)
     mod = _triton_module()
@@ -47,5 +74,5 @@ def trans(K, v, mask=None, v_enc=None, impl: str = "auto"):
     return mod.trans_triton(K, v, mask, v_enc)
 
 
-__all__ = ["MASK_KINDS", "TRANS_IMPLS", "TransConfig", "TransKernelUnavailable", "TransMask", "allowed_masks", "trans",
+__all__ = ["EAGER_UNMASKED_MIN_COLUMNS", "MASK_KINDS", "TRANS_IMPLS", "auto_path", "trans_eager", "TransConfig", "TransKernelUnavailable", "TransMask", "allowed_masks", "trans",
            "trans_reference"]
