@@ -27,19 +27,21 @@ JOBS_FILE = "jobs.json"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("experiment", help="a name in configs/experiments/ (math, wmt, qa, folnet_lm) or a yaml path")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides of the experiment's keys")
-    parser.add_argument("--executor", choices=("slurm", "local"), default="slurm")
+    parser.add_argument("--executor", choices=("slurm", "local"), default="slurm",
+                        help="slurm: sbatch through submitit (default); local: submitit's local executor on this machine")
     parser.add_argument("--run-dir", default=None,
                         help="the run's folder (default runs/EXPERIMENT-YYYYmmdd-HHMMSS); relaunching into "
                              "an existing run skips its complete stages")
-    parser.add_argument("--partition", default=None)
-    parser.add_argument("--nodes", type=int, default=1)
+    parser.add_argument("--partition", default=None, help="SLURM partition (default: the cluster's default)")
+    parser.add_argument("--nodes", type=int, default=1, help="nodes for the train stage (other stages use one)")
     parser.add_argument("--gpus-per-node", type=int, default=0,
                         help="GPUs per node; training runs one task per GPU (fairseq's SLURM distributed setup)")
     parser.add_argument("--tasks-per-node", type=int, default=None,
                         help="tasks per node for the train stage (default: --gpus-per-node, at least 1)")
-    parser.add_argument("--cpus-per-task", type=int, default=1)
-    parser.add_argument("--mem-gb", type=float, default=None)
-    parser.add_argument("--timeout-min", type=int, default=60)
+    parser.add_argument("--cpus-per-task", type=int, default=1, help="CPUs per task")
+    parser.add_argument("--mem-gb", type=float, default=None, help="memory per node in GB (default: the partition's)")
+    parser.add_argument("--timeout-min", type=int, default=60,
+                        help="time limit per job in minutes; a job that hits it is requeued (see --max-requeue)")
     parser.add_argument("--array", default=None, metavar="KEY=v1,v2,...",
                         help="one SLURM job array over these values (e.g. seed=1,2,3)")
     parser.add_argument("--dependency-chain", action=argparse.BooleanOptionalAction, default=True,
