@@ -16,7 +16,6 @@ import argparse
 import csv
 import io
 import json
-import subprocess
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ from data_prep.math_generate import atomic_write_bytes
 from data_prep.math_preprocess import decode_chars
 from evaluations.plotting import pyplot, save_png
 from nesyseq_cli.errors import UserError
-from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_generate
 
 SUBSETS = OrderedDict([("test", "interpolate"), ("test1", "extrapolate")])
 # fairseq-generate prints T-lines with escape_unk=True: an unknown target symbol is "<<unk>>"
@@ -127,27 +126,16 @@ def score(generate_file: Path, modules_file: Path, split: str) -> SplitScore:
 def run_generate(checkpoint: Path, data: Path, subset: str, out_dir: Path, beam: int,
                  batch_size: int, cpu: bool, extra_args: Optional[List[str]] = None) -> Path:
     """Decode ``subset`` with the stock fairseq-generate; returns generate-<subset>.txt."""
-    cmd = [
-        fairseq_bin("fairseq-generate"), str(data),
-        "--user-dir", str(USER_DIR), "--task", "translation", "-s", "src", "-t", "tgt",
-        "--path", str(checkpoint), "--gen-subset", subset,
-        "--beam", str(beam), "--nbest", "1", "--batch-size", str(batch_size),
+    args = [
+        data, "--user-dir", USER_DIR, "--task", "translation", "-s", "src", "-t", "tgt",
+        "--path", checkpoint, "--gen-subset", subset,
+        "--beam", beam, "--nbest", "1", "--batch-size", batch_size,
         # fairseq drops the remainder batch when batch sizes must be multiples of 8
         "--required-batch-size-multiple", "1",
         "--max-len-a", "0", "--max-len-b", "64",
-        "--results-path", str(out_dir),
-    ]
-    if cpu:
-        cmd.append("--cpu")
-    cmd += list(extra_args or [])
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=small_cpu_env(cpu))
-    log = out_dir / f"generate-{subset}.log"
-    log.write_text(proc.stdout)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
-        raise UserError(f"fairseq-generate failed on subset {subset} (log: {log}):\n{tail}")
-    return out_dir / f"generate-{subset}.txt"
+        "--results-path", out_dir,
+    ] + list(extra_args or [])
+    return fairseq_generate(args, out_dir, subset, cpu, what=f"subset {subset}")
 
 
 def write_reports(scores: List[SplitScore], out_dir: Path, title: str = "") -> Dict[str, Path]:

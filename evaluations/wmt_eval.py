@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from data_prep.math_generate import atomic_write_bytes
 from nesyseq_cli.errors import UserError
-from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_generate
 
 
 def read_hypotheses(path: Path, n: int) -> List[str]:
@@ -53,22 +52,12 @@ def score(hyps: List[str], refs: List[str]) -> dict:
 def run_generate(checkpoint: Path, data: Path, src: str, tgt: str, subset: str, out_dir: Path,
                  beam: int, lenpen: float, batch_size: int, cpu: bool,
                  extra: Optional[List[str]] = None) -> Path:
-    cmd = [fairseq_bin("fairseq-generate"), str(data), "--user-dir", str(USER_DIR),
-           "--task", "translation", "-s", src, "-t", tgt, "--path", str(checkpoint),
-           "--gen-subset", subset, "--beam", str(beam), "--lenpen", str(lenpen), "--nbest", "1",
-           "--batch-size", str(batch_size), "--required-batch-size-multiple", "1",
-           "--remove-bpe", "sentencepiece", "--results-path", str(out_dir)]
-    if cpu:
-        cmd.append("--cpu")
-    cmd += list(extra or [])
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=small_cpu_env(cpu))
-    log = out_dir / f"generate-{subset}.log"
-    log.write_text(proc.stdout)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
-        raise UserError(f"fairseq-generate failed on {checkpoint} (log: {log}):\n{tail}")
-    return out_dir / f"generate-{subset}.txt"
+    args = [data, "--user-dir", USER_DIR,
+            "--task", "translation", "-s", src, "-t", tgt, "--path", checkpoint,
+            "--gen-subset", subset, "--beam", beam, "--lenpen", lenpen, "--nbest", "1",
+            "--batch-size", batch_size, "--required-batch-size-multiple", "1",
+            "--remove-bpe", "sentencepiece", "--results-path", out_dir] + list(extra or [])
+    return fairseq_generate(args, out_dir, subset, cpu, what=str(checkpoint))
 
 
 def evaluate_wmt(checkpoint, data, subset: str = "test", out_dir=None, beam: int = 5,

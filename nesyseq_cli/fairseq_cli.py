@@ -20,3 +20,24 @@ def small_cpu_env(cpu: bool = True) -> dict:
     if cpu:
         env.setdefault("OMP_NUM_THREADS", "1")
     return env
+
+
+def fairseq_generate(cmd_args, out_dir: Path, subset: str, cpu: bool, what: str) -> Path:
+    """Run ``fairseq-generate`` with ``cmd_args`` (everything after the executable; it must
+    include ``--results-path out_dir``), keep its whole output in ``generate-SUBSET.log`` and
+    return the ``generate-SUBSET.txt`` it wrote.  A failure is a one-line ``UserError``
+    naming ``what`` and the log, with the log's last lines."""
+    import subprocess
+
+    from nesyseq_cli.errors import UserError
+
+    cmd = [fairseq_bin("fairseq-generate")] + [str(a) for a in cmd_args]
+    if cpu:
+        cmd.append("--cpu")
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=small_cpu_env(cpu))
+    log = Path(out_dir) / f"generate-{subset}.log"
+    log.write_text(proc.stdout)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
+        raise UserError(f"fairseq-generate failed on {what} (log: {log}):\n{tail}")
+    return Path(out_dir) / f"generate-{subset}.txt"
