@@ -87,7 +87,9 @@ def pretrained(tmp_path_factory):
          tmp / "valid.txt", "--destdir", tmp / "bin", "--workers", "1"], tmp)
     log, seen = hooked_train(tmp, [tmp / "bin", "--user-dir", USER_DIR, "--task", "mlm_sop", "--criterion", "mlm_sop",
                                    "--arch", "folnet_tiny", "--tokens-per-sample", "32", "--batch-size", "8",
-                                   "--save-dir", tmp / "ck", *COMMON])
+                                   "--mask-prob", "0.15", "--max-predictions-per-seq", "3", "--sop-split", "middle",
+                                   "--lr-scheduler", "polynomial_decay", "--power", "0.5", "--warmup-updates", "1",
+                                   "--total-num-update", "4", "--save-dir", tmp / "ck", *COMMON])
     return tmp, log, seen
 
 
@@ -109,6 +111,7 @@ def test_mlm_sop_pretraining_runs(pretrained):
             eos = [i for i, t in enumerate(row) if t == d.eos()]
             assert row[0] == d.bos() and len(eos) == 3 and eos[1] == eos[0] + 1 and eos[2] == n - 1
             assert ty == [0] * (eos[0] + 1) + [1] * (n - eos[0] - 1)
+            assert row.count(mask) <= 3  # --max-predictions-per-seq 3
             masked_seen += row.count(mask)
     assert masked_seen > 0
 
@@ -135,6 +138,8 @@ def test_sentence_prediction_pairs_reach_the_model_as_segments(pretrained):
                                    "--init-token", "0", "--separator-token", "2", "--max-positions", "64",
                                    "--batch-size", "8", "--restore-file", pre / "ck" / "checkpoint_last.pt",
                                    "--reset-optimizer", "--reset-dataloader", "--reset-meters",
+                                   "--shorten-method", "truncate", "--lr-scheduler", "polynomial_decay",
+                                   "--power", "1", "--warmup-updates", "1", "--total-num-update", "4",
                                    "--save-dir", tmp / "ck", *COMMON])
     assert "num_updates 4" in log and "accuracy" in log
     assert "loaded checkpoint" in log.lower()
