@@ -255,3 +255,20 @@ def test_segment_ids_the_model_sees():
         want = [0] * (1 + len(a) + 1) + [1] * (1 + len(b) + 1)
         assert types[r][:n].tolist() == want
         assert len(a) > 0 and len(b) > 0
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path):
+    from plugins.tasks.mlm_sop import MlmSopConfig, MlmSopTask
+    with pytest.raises(FileNotFoundError, match=f"--task mlm_sop: {tmp_path}/dict.txt not found"):
+        MlmSopTask.setup_task(MlmSopConfig(data=str(tmp_path), seed=1))
+    d = dictionary()
+    d.save(str(tmp_path / "dict.txt"))
+    task = MlmSopTask.setup_task(MlmSopConfig(data=str(tmp_path), seed=1))
+    with pytest.raises(FileNotFoundError, match=f"no binarized split 'train' at {tmp_path}/train.bin/.idx"):
+        task.load_dataset("train")
+    # a line without its trailing </s> (not binarized by fairseq-preprocess)
+    lines = corpus(d, [[4, 5]])
+    lines.items[1] = lines.items[1][:-1]
+    ds = SentenceOrderDataset(lines, d, d.add_symbol("<mask>"), 32, name="corpus/train")
+    with pytest.raises(ValueError, match="corpus/train: line 2 does not end in </s>"):
+        ds[0]
