@@ -77,6 +77,16 @@ def segments_from_separators(tokens: Tensor, sep: int, padding: Tensor) -> Tenso
     return inc.cumsum(dim=1)
 
 
+def segments_after_each_separator(tokens: Tensor, sep: int, padding: Tensor) -> Tensor:
+    """Segment ids for BERT-style pairs ``<s> A </s> B </s>`` (the official
+    ``[CLS] A [SEP] B [SEP]`` with token types 0...0 1...1): a new segment starts
+    right after each ``</s>`` (padding skipped), so the separator belongs to the
+    segment it closes.
+    """
+    is_sep = ((tokens == sep) & ~padding).long()
+    return is_sep.cumsum(dim=1) - is_sep
+
+
 class RelativeDistanceEmbedding(nn.Module):
     """u0(x_t, x_tau) = E[id(t, tau)]: (B, X, A) ids -> (B, X, A, D2)."""
 

@@ -1,0 +1,202 @@
+"""``nesyseq convert folnet`` against the authors' own model.
+
+The fixture (tests/fixtures/folnet_official, made by
+tests/reference/make_folnet_official_fixture.py from the official folnet.py)
+holds a random tiny official FOLNet (2 layers, jmc.atp), its .cfg, its
+vocabulary and its outputs on a fixed two-segment batch.  Here the checkpoint
+is converted with our command, loaded the way fairseq loads a checkpoint
+(``--user-dir``, ``load_model_ensemble_and_task``), and must reproduce every
+official output to 1e-5 in eval mode: unary and binary atoms, the pooled
+[CLS], the MLM logits (columns re-indexed by the dictionary), and the SOP
+logits.  Then every error path: one line naming the file and the key.
+"""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from folnet_helpers import single_thread  # noqa: F401
+
+from plugins.models.folnet_official import ConversionError, convert
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "folnet_official"
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("conv")
+    convert(FIX / "tiny.pt", FIX / "tiny.cfg", FIX / "vocab.txt", out)
+    return out
+
+
+def load(out, heads=()):
+    """fairseq's loader; with ``heads``, the way a task that registers heads loads it
+    (build, register, then the strict ``load_state_dict`` of Trainer.load_checkpoint)."""
+    from fairseq import checkpoint_utils
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(out / "model.pt")], arg_overrides={"data": str(out)})
+    model = models[0]
+    if heads:
+        state = checkpoint_utils.load_checkpoint_to_cpu(str(out / "model.pt"), {"data": str(out)})
+        model = task.build_model(cfg.model)
+        for name, n in heads:
+            model.register_classification_head(name, num_classes=n)
+        model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
+    return model.eval(), task
+
+
+def fairseq_ids(task, bert_ids):
+    """BERT vocabulary ids -> the converted dictionary's ids (through the token strings)."""
+    vocab = (FIX / "vocab.txt").read_text().split("\n")
+    special = {"[CLS]": "<s>", "[PAD]": "<pad>", "[SEP]": "</s>", "[UNK]": "<unk>", "[MASK]": "<mask>"}
+    d = task.source_dictionary
+    table = torch.tensor([d.index(special.get(w, w)) for w in vocab[:-1]])
+    assert (table != d.unk()).sum() == len(vocab) - 2  # only [UNK] itself maps to <unk>
+    return table[bert_ids]
+
+
+def test_converted_model_reproduces_official_outputs(converted):
+    ref = torch.load(FIX / "outputs.pt", weights_only=True)
+    model, task = load(converted, heads=[("sop", 2)])
+    tokens = fairseq_ids(task, ref["tok_seq"])
+    with torch.no_grad():
+        unary, extra = model(tokens, features_only=True)
+        pooled = model.encoder.pooled(unary)
+        mlm = model.encoder.output_layer(unary)
+        sop = model.classification_heads["sop"](pooled)
+    # the segments our model derived from the separators are the official token types
+    assert torch.equal(model.encoder.core.last_token_types, ref["token_type_ids"])
+    torch.testing.assert_close(unary, ref["unary"], rtol=0, atol=TOL)
+    torch.testing.assert_close(extra["binary_atoms"], ref["binary"], rtol=0, atol=TOL)
+    torch.testing.assert_close(pooled, ref["pooled"], rtol=0, atol=TOL)
+    # MLM logits: our column k is the official column of dictionary entry k
+    d = task.source_dictionary
+    vocab = (FIX / "vocab.txt").read_text().split("\n")[:-1]
+    special = {"<s>": "[CLS]", "<pad>": "[PAD]", "</s>": "[SEP]", "<unk>": "[UNK]", "<mask>": "[MASK]"}
+    cols = []
+    for k in range(len(d)):
+        w = special.get(d[k], d[k])
+        cols.append(vocab.index(w) if w in vocab else len(vocab) + int(w[len("madeupword"):]))
+    assert sorted(cols) == list(range(ref["mlm"].shape[-1]))  # every official row, once
+    torch.testing.assert_close(mlm, ref["mlm"][..., cols], rtol=0, atol=TOL)
+    torch.testing.assert_close(sop, ref["sop"], rtol=0, atol=TOL)
+    # the outputs are not degenerate: the two sequences and the positions differ
+    assert (ref["unary"][0] - ref["unary"][1]).abs().max() > 0.1
+    assert ref["mlm"].std() > 0.1
+
+
+def test_classification_head_reads_the_official_pooler(converted):
+    """sentence_prediction: a head registered after loading reads tanh(dense(x[:, 0]))."""
+    ref = torch.load(FIX / "outputs.pt", weights_only=True)
+    model, task = load(converted)
+    model.register_classification_head("sentence_classification_head", num_classes=3)
+    head = model.classification_heads["sentence_classification_head"].eval()
+    with torch.no_grad():
+        logits, _ = model(fairseq_ids(task, ref["tok_seq"]), classification_head_name="sentence_classification_head")
+    want = ref["pooled"] @ head.out_proj.weight.T + head.out_proj.bias
+    torch.testing.assert_close(logits, want, rtol=0, atol=TOL)
+
+
+def test_cli_writes_checkpoint_and_dict(tmp_path):
+    out = tmp_path / "cli"
+    proc = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "convert", "folnet",
+                           "--checkpoint", str(FIX / "tiny.pt"), "--config", str(FIX / "tiny.cfg"),
+                           "--vocab", str(FIX / "vocab.txt"), "--out", str(out)],
+                          capture_output=True, text=True, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (out / "model.pt").is_file() and (out / "dict.txt").is_file()
+    assert "--folnet-segments bert" in (out / "fairseq_args.txt").read_text()
+    lines = (out / "dict.txt").read_text().splitlines()
+    assert len(lines) + 4 + 1 == 48  # + <s> <pad> </s> <unk>, + <mask>: the official 48 rows
+
+
+def _edit_cfg(tmp_path, **changes):
+    cfg = json.loads((FIX / "tiny.cfg").read_text())
+    for k, v in changes.items():
+        if v is None:
+            cfg.pop(k)
+        else:
+            cfg[k] = v
+    p = tmp_path / "edited.cfg"
+    p.write_text(json.dumps(cfg))
+    return p
+
+
+def _one_line_error(tmp_path, ckpt=FIX / "tiny.pt", cfg=FIX / "tiny.cfg", vocab=FIX / "vocab.txt"):
+    with pytest.raises(ConversionError) as e:
+        convert(ckpt, cfg, vocab, tmp_path / "out")
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_error_wrong_vocab_size(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text((FIX / "vocab.txt").read_text() + "".join(f"extra{i}\n" for i in range(6)))  # 43 + 6 = 49 tokens -> 56 rows
+    msg = _one_line_error(tmp_path, vocab=vocab)
+    assert str(vocab) in msg and "'vocab_size'" in msg and "49 tokens" in msg
+
+
+def test_error_vocab_size_disagrees_with_weights(tmp_path):
+    cfg = _edit_cfg(tmp_path, vocab_size=56)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text((FIX / "vocab.txt").read_text() + "".join(f"extra{i}\n" for i in range(6)))
+    msg = _one_line_error(tmp_path, cfg=cfg, vocab=vocab)
+    assert str(FIX / "tiny.pt") in msg and "'folnet.encoder.word_embd.weight'" in msg and "(56, 16)" in msg
+
+
+def test_error_missing_key(tmp_path):
+    state = torch.load(FIX / "tiny.pt", weights_only=True)
+    key = "folnet.reasoner.layers.1.deducers.0.operators.1.2.premise.bias"  # cjoin's premise bias, layer 1
+    del state[key]
+    ckpt = tmp_path / "cut.pt"
+    torch.save(state, ckpt)
+    msg = _one_line_error(tmp_path, ckpt=ckpt)
+    assert str(ckpt) in msg and f"missing key '{key}'" in msg
+
+
+def test_error_unused_key(tmp_path):
+    state = torch.load(FIX / "tiny.pt", weights_only=True)
+    state["folnet.encoder.abs_pos_embd.weight"] = torch.zeros(512, 16)
+    ckpt = tmp_path / "extra.pt"
+    torch.save(state, ckpt)
+    msg = _one_line_error(tmp_path, ckpt=ckpt)
+    assert str(ckpt) in msg and "'folnet.encoder.abs_pos_embd.weight'" in msg
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"mixer_ops": {"0": None, "1": ["join", "mu", "cjoin"], "2": ["assoc", "trans", "self"]}}, "mixer_ops"),
+    ({"mixer_ops": {"0": ["glob"], "1": ["join"], "2": ["assoc"]}}, "mixer_ops"),
+    ({"boolean_type": "reglu"}, "boolean_type"),
+    ({"absolute_position": True}, "absolute_position"),
+    ({"type_vocab_size": 3}, "type_vocab_size"),
+    ({"num_heads": 3}, "predicate_dims"),
+    ({"num_layers": None}, "num_layers"),
+])
+def test_error_config_we_cannot_express(tmp_path, change, key):
+    cfg = _edit_cfg(tmp_path, **change)
+    msg = _one_line_error(tmp_path, cfg=cfg)
+    assert str(cfg) in msg and f"'{key}'" in msg
+
+
+def test_error_not_a_weights_only_file(tmp_path):
+    bad = tmp_path / "pickle.pt"
+    torch.save({"x": torch.zeros(1), "fn": shutil.copy}, bad)  # a global the safe loader refuses
+    msg = _one_line_error(tmp_path, ckpt=bad)
+    assert str(bad) in msg and "weights_only=True" in msg
+
+
+def test_cli_error_is_one_line(tmp_path):
+    cfg = _edit_cfg(tmp_path, boolean_type="reglu")
+    proc = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "convert", "folnet",
+                           "--checkpoint", str(FIX / "tiny.pt"), "--config", str(cfg),
+                           "--vocab", str(FIX / "vocab.txt"), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("nesyseq: error:")]
+    assert len(errors) == 1 and str(cfg) in errors[0] and "'boolean_type'" in errors[0]
