@@ -200,3 +200,34 @@ def test_cli_error_is_one_line(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("nesyseq: error:")]
     assert len(errors) == 1 and str(cfg) in errors[0] and "'boolean_type'" in errors[0]
+
+
+@pytest.mark.parametrize("arch,size", [("folnet_base", "base"), ("folnet_large", "large")])
+def test_whole_module_parameter_count_equals_official(arch, size):
+    """Our ``folnet_base`` / ``folnet_large`` against the official modules at the released sizes.
+
+    The counts come from the authors' classes (``FOLNet``, ``PreTrainHeads``) built on
+    the meta device by the fixture script (official_counts.json), at vocabulary 30528
+    with 2 token types.  The official ``FOLNet`` is the encoder, the reasoner and the
+    pooler; the MLM head's own parameters are its dense layer and output bias (the
+    decoder is tied to the word embedding).
+    """
+    from fairseq.data import Dictionary
+    from folnet_helpers import build
+
+    want = json.loads((FIX / "official_counts.json").read_text())[size]
+    d = Dictionary()
+    for i in range(want["vocab_size"] - len(d)):
+        d.add_symbol(f"w{i}")
+    assert len(d) == want["vocab_size"]
+    with torch.device("meta"):
+        model, _ = build(arch, d)
+    enc = model.encoder
+
+    def count(m):
+        return sum(p.numel() for p in m.parameters())
+
+    head = count(enc.lm_head.dense) + enc.lm_head.bias.numel()
+    assert count(enc.core.stack) == want["reasoner"]
+    assert count(model) - head == want["folnet"]
+    assert head == want["mlm_head"]
