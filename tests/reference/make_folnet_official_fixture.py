@@ -23,7 +23,9 @@ checkout, never copied here.  The script writes into DIR
                        (B, T, V) and ``sop`` (B, 2)
     official_counts.json  parameter counts of the official modules at the
                        released base and large sizes (built on the meta device)
-    tokenization.json  the official ``tokenization.BertTokenizer`` (lower case) on a few strings
+    wordpiece_vocab.txt, tokenization.json
+                       the official ``tokenization.BertTokenizer`` (lower-cased and
+                       cased) on a few strings, with a small vocabulary of its own
 
 Everything is deterministic (fixed seeds, CPU, fp32): re-running the script
 reproduces the files bit for bit.  Every parameter, biases included, is
@@ -64,6 +66,21 @@ VOCAB = (["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
                             "then", "ran", "away", "bird", "sang", "##s", "##ed", "##ing", "un",
                             "##like", "like", "look", "##ly", "slow", "fast", "red", "blue", "sky", "is",
                             "and", "we"])
+
+
+def tokenizer_vocab():
+    """Specials, ASCII punctuation and digits, letters and their ``##`` continuations, a few words."""
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    punct = [chr(c) for c in range(33, 127) if not chr(c).isalnum()]
+    words = ["the", "cat", "sat", "##sat", "##s", "un", "##like", "##ly", "look", "##ed", "caf", "##e", "na",
+             "##ive", "\u4e2d", "dash", "\u2014", "ete", "##aff", "##able", "SAT", "##s", "The", "ran", "away"]
+    seen, vocab = set(), []
+    for w in (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + punct + list("0123456789") + letters
+              + ["##" + c for c in letters] + [c.upper() for c in letters] + words):
+        if w not in seen:
+            seen.add(w)
+            vocab.append(w)
+    return vocab
 
 
 def tiny_config_dict(vocab_size: int) -> dict:
@@ -198,11 +215,20 @@ def main(argv=None) -> int:
         }
     atomic_write(args.out / "official_counts.json", lambda p: Path(p).write_text(json.dumps(counts, indent=1)))
 
-    # the official WordPiece tokenizer on a few strings (for our tokenizer's test)
-    tokenizer = tokenization.BertTokenizer(str(args.out / "vocab.txt"), do_lower_case=True)
+    # the official WordPiece tokenizer (lower-cased and cased) on a few strings, with a
+    # vocabulary of single characters, continuation pieces and a few words, so that the
+    # greedy longest-match-first search and every clean-up step have work to do
+    wp_vocab = tokenizer_vocab()
+    atomic_write(args.out / "wordpiece_vocab.txt", lambda p: Path(p).write_text("".join(w + "\n" for w in wp_vocab)))
     texts = ["The cat sat on the mat.", "We LOOKED at the blue sky!", "Unlikely, slowly: Cats ran away?",
-             "  tabs\tand   spaces  ", "Caf\u00e9 na\u00efve \u4e2d\u6587 sang", "it's a dog's mat"]
-    tok_ref = [{"text": t, "tokens": tokenizer.tokenize(t)} for t in texts]
+             "  tabs\tand   spaces  ", "Caf\u00e9 na\u00efve \u4e2d\u6587 sang", "it's a dog's mat",
+             "[MASK] the [CLS] cat [SEP] [mask]", "a\x00b c\u200bd e\ufffdf \u00a0 g\u3000h", "x" * 101 + " sat",
+             "sat" * 33 + "s", "$5 ^caret `tick\u00bfque? \u2014dash\u2014", "\u00c9T\u00c9 \u1e9ble \u0131i",
+             "Unaffable SATs", "\u00f1and\u00fa 3.14 x+y=z"]
+    tok_ref = {"texts": texts}
+    for name, lower in (("uncased", True), ("cased", False)):
+        tokenizer = tokenization.BertTokenizer(str(args.out / "wordpiece_vocab.txt"), do_lower_case=lower)
+        tok_ref[name] = [tokenizer.tokenize(t) for t in texts]
     atomic_write(args.out / "tokenization.json", lambda p: Path(p).write_text(json.dumps(tok_ref, indent=1)))
     print(f"wrote {args.out}: " + ", ".join(sorted(os.listdir(args.out))))
     print(json.dumps(counts))
