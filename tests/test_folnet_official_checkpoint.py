@@ -231,3 +231,59 @@ def test_whole_module_parameter_count_equals_official(arch, size):
     assert count(enc.core.stack) == want["reasoner"]
     assert count(model) - head == want["folnet"]
     assert head == want["mlm_head"]
+
+
+def _preprocess(destdir, pref, srcdict=None):
+    from fairseq import options
+    from fairseq_cli import preprocess
+    argv = ["--only-source", "--trainpref", str(pref), "--validpref", str(pref), "--destdir", str(destdir),
+            "--workers", "1"] + (["--srcdict", str(srcdict)] if srcdict else [])
+    preprocess.main(options.get_preprocessing_parser().parse_args(argv))
+
+
+def test_raw_text_pipeline_sentence_prediction(converted, tmp_path):
+    """Raw sentence pairs -> our WordPiece -> fairseq-preprocess with the converted dict.txt ->
+    fairseq's sentence_prediction task (no --separator-token: <s> A </s> B </s>) -> the
+    converted checkpoint loaded as Trainer.load_checkpoint does: the batch is the official
+    fixture batch and the features and pooled [CLS] are the official ones."""
+    from fairseq import checkpoint_utils, options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from data_prep.wordpiece import WordPiece
+    from nesyseq_cli.fairseq_cli import USER_DIR
+
+    ref = torch.load(FIX / "outputs.pt", weights_only=True)
+    tok = WordPiece(FIX / "vocab.txt")
+    pairs = [("The cat sat", "on the mat and it ran"), ("We LOOKED at the blue sky", "Xyz sang")]
+    data = tmp_path / "data"
+    for i, part in enumerate(("input0", "input1")):
+        raw = tmp_path / f"{part}.txt"
+        raw.write_text("".join(" ".join(tok.tokenize(p[i])) + "\n" for p in pairs))
+        _preprocess(data / part, raw, srcdict=converted / "dict.txt")
+    (tmp_path / "label.txt").write_text("0\n1\n")
+    _preprocess(data / "label", tmp_path / "label.txt")
+
+    words = (converted / "fairseq_args.txt").read_text().split()
+    args = options.parse_args_and_arch(options.get_training_parser(), input_args=[
+        str(data), "--user-dir", str(USER_DIR), "--task", "sentence_prediction", "--criterion",
+        "sentence_prediction", "--num-classes", "2", "--init-token", "0", "--max-positions", "64", "--cpu"] + words)
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset("valid")
+    ds = task.dataset("valid")
+    batch = ds.collater([ds[0], ds[1]])
+    src = batch["net_input"]["src_tokens"]
+    assert torch.equal(src, fairseq_ids(task, ref["tok_seq"]))  # the tokens the official model saw
+
+    model = task.build_model(cfg.model)  # registers sentence_classification_head
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(converted / "model.pt"))
+    model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
+    model.eval()
+    with torch.no_grad():
+        unary, extra = model(**batch["net_input"], features_only=True)
+        logits, _ = model(**batch["net_input"], features_only=True,
+                          classification_head_name="sentence_classification_head")
+    torch.testing.assert_close(unary, ref["unary"], rtol=0, atol=TOL)
+    torch.testing.assert_close(extra["binary_atoms"], ref["binary"], rtol=0, atol=TOL)
+    torch.testing.assert_close(model.encoder.pooled(unary), ref["pooled"], rtol=0, atol=TOL)
+    head = model.classification_heads["sentence_classification_head"]
+    torch.testing.assert_close(logits, ref["pooled"] @ head.out_proj.weight.T + head.out_proj.bias, rtol=0, atol=TOL)
