@@ -241,17 +241,9 @@ def _preprocess(destdir, pref, srcdict=None):
     preprocess.main(options.get_preprocessing_parser().parse_args(argv))
 
 
-def test_raw_text_pipeline_sentence_prediction(converted, tmp_path):
-    """Raw sentence pairs -> our WordPiece -> fairseq-preprocess with the converted dict.txt ->
-    fairseq's sentence_prediction task (no --separator-token: <s> A </s> B </s>) -> the
-    converted checkpoint loaded as Trainer.load_checkpoint does: the batch is the official
-    fixture batch and the features and pooled [CLS] are the official ones."""
-    from fairseq import checkpoint_utils, options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+def _pair_data(converted, tmp_path):
+    """The fixture batch as raw sentence pairs, tokenized and binarized for sentence_prediction."""
     from data_prep.wordpiece import WordPiece
-    from nesyseq_cli.fairseq_cli import USER_DIR
-
-    ref = torch.load(FIX / "outputs.pt", weights_only=True)
     tok = WordPiece(FIX / "vocab.txt")
     pairs = [("The cat sat", "on the mat and it ran"), ("We LOOKED at the blue sky", "Xyz sang")]
     data = tmp_path / "data"
@@ -261,6 +253,20 @@ def test_raw_text_pipeline_sentence_prediction(converted, tmp_path):
         _preprocess(data / part, raw, srcdict=converted / "dict.txt")
     (tmp_path / "label.txt").write_text("0\n1\n")
     _preprocess(data / "label", tmp_path / "label.txt")
+    return data
+
+
+def test_raw_text_pipeline_sentence_prediction(converted, tmp_path):
+    """Raw sentence pairs -> our WordPiece -> fairseq-preprocess with the converted dict.txt ->
+    fairseq's sentence_prediction task (no --separator-token: <s> A </s> B </s>) -> the
+    converted checkpoint loaded as Trainer.load_checkpoint does: the batch is the official
+    fixture batch and the features and pooled [CLS] are the official ones."""
+    from fairseq import checkpoint_utils, options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from nesyseq_cli.fairseq_cli import USER_DIR
+
+    ref = torch.load(FIX / "outputs.pt", weights_only=True)
+    data = _pair_data(converted, tmp_path)
 
     words = (converted / "fairseq_args.txt").read_text().split()
     args = options.parse_args_and_arch(options.get_training_parser(), input_args=[
@@ -287,3 +293,27 @@ def test_raw_text_pipeline_sentence_prediction(converted, tmp_path):
     torch.testing.assert_close(model.encoder.pooled(unary), ref["pooled"], rtol=0, atol=TOL)
     head = model.classification_heads["sentence_classification_head"]
     torch.testing.assert_close(logits, ref["pooled"] @ head.out_proj.weight.T + head.out_proj.bias, rtol=0, atol=TOL)
+
+
+@pytest.mark.slow
+def test_fairseq_train_fine_tunes_and_pretrains_from_converted(converted, tmp_path):
+    """The documented commands: fairseq-train --restore-file on the converted checkpoint,
+    sentence_prediction (fine-tuning) and masked_lm (continued pretraining), one update each."""
+    import os
+    from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin
+    data = _pair_data(converted, tmp_path)
+    words = (converted / "fairseq_args.txt").read_text().split()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    common = ["--user-dir", str(USER_DIR), "--restore-file", str(converted / "model.pt"), "--reset-optimizer",
+              "--reset-dataloader", "--reset-meters", "--optimizer", "adam", "--lr", "1e-5", "--batch-size", "2",
+              "--max-update", "1", "--cpu", "--no-save", "--num-workers", "0", "--disable-validation"] + words
+    ft = subprocess.run([fairseq_bin("fairseq-train"), str(data), "--task", "sentence_prediction", "--criterion",
+                         "sentence_prediction", "--num-classes", "2", "--init-token", "0", "--max-positions", "64"]
+                        + common, capture_output=True, text=True, env=env, timeout=600)
+    assert ft.returncode == 0, ft.stdout[-3000:] + ft.stderr[-3000:]
+    assert f"Loaded checkpoint {converted / 'model.pt'}" in ft.stdout + ft.stderr
+    mlm = subprocess.run([fairseq_bin("fairseq-train"), str(data / "input0"), "--task", "masked_lm", "--criterion",
+                          "masked_lm", "--tokens-per-sample", "16", "--sample-break-mode", "eos"]
+                         + common, capture_output=True, text=True, env=env, timeout=600)
+    assert mlm.returncode == 0, mlm.stdout[-3000:] + mlm.stderr[-3000:]
+    assert f"Loaded checkpoint {converted / 'model.pt'}" in mlm.stdout + mlm.stderr
