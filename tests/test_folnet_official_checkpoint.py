@@ -62,13 +62,13 @@ def fairseq_ids(task, bert_ids):
 
 def test_converted_model_reproduces_official_outputs(converted):
     ref = torch.load(FIX / "outputs.pt", weights_only=True)
-    model, task = load(converted, heads=[("sop", 2)])
+    model, task = load(converted, heads=[("sentence_order_head", 2)])
     tokens = fairseq_ids(task, ref["tok_seq"])
     with torch.no_grad():
         unary, extra = model(tokens, features_only=True)
         pooled = model.encoder.pooled(unary)
         mlm = model.encoder.output_layer(unary)
-        sop = model.classification_heads["sop"](pooled)
+        sop = model.classification_heads["sentence_order_head"](unary)
     torch.testing.assert_close(unary, ref["unary"], rtol=0, atol=TOL)
     torch.testing.assert_close(extra["binary_atoms"], ref["binary"], rtol=0, atol=TOL)
     torch.testing.assert_close(pooled, ref["pooled"], rtol=0, atol=TOL)
@@ -317,3 +317,18 @@ def test_fairseq_train_fine_tunes_and_pretrains_from_converted(converted, tmp_pa
                          + common, capture_output=True, text=True, env=env, timeout=600)
     assert mlm.returncode == 0, mlm.stdout[-3000:] + mlm.stderr[-3000:]
     assert f"Loaded checkpoint {converted / 'model.pt'}" in mlm.stdout + mlm.stderr
+
+
+def test_ddp_prefix_and_fp16_weights(tmp_path):
+    """A state dict saved from DistributedDataParallel ('module.' prefix) in fp16 converts
+    to the same model as its fp32 original rounded to fp16 (weights upcast to fp32)."""
+    state = torch.load(FIX / "tiny.pt", weights_only=True)
+    ckpt = tmp_path / "ddp16.pt"
+    torch.save({"module." + k: v.half() for k, v in state.items()}, ckpt)
+    convert(ckpt, FIX / "tiny.cfg", FIX / "vocab.txt", tmp_path / "a")
+    ref = tmp_path / "ref.pt"
+    torch.save({k: v.half().float() for k, v in state.items()}, ref)
+    convert(ref, FIX / "tiny.cfg", FIX / "vocab.txt", tmp_path / "b")
+    a = torch.load(tmp_path / "a" / "model.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "b" / "model.pt", weights_only=True)["model"]
+    assert a.keys() == b.keys() and all(a[k].dtype == torch.float32 and torch.equal(a[k], b[k]) for k in a)

@@ -142,18 +142,22 @@ class FolnetLMHead(nn.Module):
 
 
 class FolnetClassificationHead(nn.Module):
-    """The official fine-tuning head (folnet.py:896-951) on the pooled first token:
-    pooled (B, D1) -> dropout -> Linear -> (B, C)."""
+    """The official fine-tuning head (folnet.py:896-951) on the model's pooler:
+        features (B, T, D1) -> pooled = tanh(dense(x_0)) (B, D1) -> dropout -> Linear -> (B, C)
+    Like fairseq's RoBERTa heads it takes the features; the pooler itself belongs to the
+    encoder (one per model, as in the official FOLNet), so ``pool`` is a plain reference
+    to the encoder's ``pooled`` and no pooler parameter is owned (or saved) twice."""
 
-    def __init__(self, dim: int, num_classes: int, dropout: float):
+    def __init__(self, dim: int, num_classes: int, dropout: float, pool):
         super().__init__()
+        self.pool = pool
         self.dropout = nn.Dropout(dropout)
         self.out_proj = nn.Linear(dim, num_classes)
         nn.init.normal_(self.out_proj.weight, mean=0.0, std=0.02)
         nn.init.zeros_(self.out_proj.bias)
 
-    def forward(self, pooled: Tensor) -> Tensor:
-        return self.out_proj(self.dropout(pooled))
+    def forward(self, features: Tensor) -> Tensor:
+        return self.out_proj(self.dropout(self.pool(features)))
 
 
 class FolnetMLMEncoder(FairseqEncoder):
@@ -215,7 +219,7 @@ class FolnetModel(FairseqEncoderModel):
             features_only = True
         x, extra = self.encoder(src_tokens, features_only, return_all_hiddens, **kwargs)
         if classification_head_name is not None:
-            x = self.classification_heads[classification_head_name](self.encoder.pooled(x))
+            x = self.classification_heads[classification_head_name](x)
         return x, extra
 
     def extract_features(self, src_tokens, return_all_hiddens=False):
@@ -225,7 +229,7 @@ class FolnetModel(FairseqEncoderModel):
         """A head on the pooled first token (the pooler is shared, as in the official model);
         ``inner_dim`` is not used: the pooler is the one inner layer."""
         self.classification_heads[name] = FolnetClassificationHead(
-            self.cfg.folnet_unary_dim, num_classes, self.cfg.pooler_dropout)
+            self.cfg.folnet_unary_dim, num_classes, self.cfg.pooler_dropout, pool=self.encoder.pooled)
 
     def upgrade_state_dict_named(self, state_dict, name):
         """Keep this model's heads when loading a checkpoint without them (e.g. masked_lm -> fine-tuning)."""

@@ -26,7 +26,8 @@ with ``weights_only=True``.  What goes where (official folnet.py line numbers):
       operators.2.0 clause_in/out/skip -> ffn2.fc1/fc2/skip                           (:540-551)
     folnet.dense                        -> encoder.pooler (+ tanh)             (:706-707)
     cls.heads.predictions.transform.dense / .bias -> encoder.lm_head.dense / .bias   (:119-149)
-    cls.heads.seq_relationship          -> classification head "sop" (2 classes, on the pooler)
+    cls.heads.seq_relationship          -> classification head "sentence_order_head" (2 classes, on the
+                                           pooler; the name --task mlm_sop gives its head)
     classifier                          -> classification head "sentence_classification_head"
 
 Vocabulary: BERT's ``vocab.txt`` id i is row i of the official embedding,
@@ -56,6 +57,7 @@ import torch
 SPECIALS = {"bos": "[CLS]", "pad": "[PAD]", "eos": "[SEP]", "unk": "[UNK]", "mask": "[MASK]"}
 UNARY_LETTERS = {"join": "j", "mu": "m", "cjoin": "c"}
 BINARY_LETTERS = {"assoc": "a", "prod": "p", "trans": "t"}
+SOP_HEAD = "sentence_order_head"  # the name --task mlm_sop gives its sentence-order head
 REQUIRED_CFG = ("vocab_size", "type_vocab_size", "max_position_offset", "num_layers", "mixer_ops",
                 "predicate_dims", "intermediate_dims", "num_heads", "head_size", "hidden_dropout_prob")
 
@@ -287,7 +289,7 @@ def map_weights(read: _Reader, cfg: dict, flags: dict, rows: List[int]) -> Dict[
 def _heads(read: _Reader, D1: int) -> Dict[str, int]:
     heads = {}
     if read.has("cls.heads.seq_relationship.weight"):
-        heads["sop"] = read("cls.heads.seq_relationship.weight").shape[0]
+        heads[SOP_HEAD] = read("cls.heads.seq_relationship.weight").shape[0]
     if read.has("classifier.weight"):
         heads["sentence_classification_head"] = read("classifier.weight").shape[0]
     return heads
@@ -336,10 +338,10 @@ def convert(checkpoint: Path, config: Path, vocab: Path, out: Path) -> Path:
     lines, rows = fairseq_order(tokens, V)
     weights = map_weights(read, cfg, flags, rows)
     heads = _heads(read, flags["folnet_unary_dim"])
-    if "sop" in heads:
-        weights["classification_heads.sop.out_proj.weight"] = read("cls.heads.seq_relationship.weight",
-                                                                   (heads["sop"], flags["folnet_unary_dim"]))
-        weights["classification_heads.sop.out_proj.bias"] = read("cls.heads.seq_relationship.bias", (heads["sop"],))
+    if SOP_HEAD in heads:
+        weights[f"classification_heads.{SOP_HEAD}.out_proj.weight"] = read("cls.heads.seq_relationship.weight",
+                                                                   (heads[SOP_HEAD], flags["folnet_unary_dim"]))
+        weights[f"classification_heads.{SOP_HEAD}.out_proj.bias"] = read("cls.heads.seq_relationship.bias", (heads[SOP_HEAD],))
     if "sentence_classification_head" in heads:
         n = heads["sentence_classification_head"]
         weights["classification_heads.sentence_classification_head.out_proj.weight"] = read(
