@@ -368,9 +368,13 @@ def convert(checkpoint: Path, config: Path, vocab: Path, out: Path) -> Path:
                                   f"the fairseq model wants {tuple(v.shape)}")
     model.load_state_dict(weights, strict=True)
     from omegaconf import OmegaConf
+    saved_cfg = OmegaConf.to_container(cfg_fs, resolve=True, enum_to_str=True)
+    # not this machine's path: whoever loads the file names the plugins (--user-dir) themselves
+    saved_cfg["common"]["user_dir"] = None
+    saved_cfg["task"]["data"] = "."
     state_out = {
         "args": None,
-        "cfg": OmegaConf.to_container(cfg_fs, resolve=True, enum_to_str=True),
+        "cfg": saved_cfg,
         "model": model.state_dict(),
         "criterion": None,
         # what fairseq's loaders expect of a checkpoint (checkpoint_utils._upgrade_state_dict,
