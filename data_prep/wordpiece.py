@@ -136,7 +136,7 @@ def detokenize(pieces: Iterable[str]) -> str:
 def add_arguments(parser) -> None:
     parser.add_argument("--vocab", required=True, type=Path, help="BERT vocab.txt (one token a line)")
     parser.add_argument("--input", required=True, type=Path, help="raw text, one example a line")
-    parser.add_argument("--output", required=True, type=Path, help="space-separated word pieces, one line per input line")
+    parser.add_argument("--output", required=True, type=Path, help="space-separated word pieces, a line per input line")
     parser.add_argument("--cased", action="store_true", help="keep case and accents (for cased vocabularies)")
 
 

@@ -137,7 +137,7 @@ def _one_line_error(tmp_path, ckpt=FIX / "tiny.pt", cfg=FIX / "tiny.cfg", vocab=
 
 def test_error_wrong_vocab_size(tmp_path):
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text((FIX / "vocab.txt").read_text() + "".join(f"extra{i}\n" for i in range(6)))  # 43 + 6 = 49 tokens -> 56 rows
+    vocab.write_text((FIX / "vocab.txt").read_text() + "".join(f"extra{i}\n" for i in range(6)))  # 49 tokens: 56 rows
     msg = _one_line_error(tmp_path, vocab=vocab)
     assert str(vocab) in msg and "'vocab_size'" in msg and "49 tokens" in msg
 

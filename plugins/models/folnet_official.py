@@ -339,9 +339,10 @@ def convert(checkpoint: Path, config: Path, vocab: Path, out: Path) -> Path:
     weights = map_weights(read, cfg, flags, rows)
     heads = _heads(read, flags["folnet_unary_dim"])
     if SOP_HEAD in heads:
-        weights[f"classification_heads.{SOP_HEAD}.out_proj.weight"] = read("cls.heads.seq_relationship.weight",
-                                                                   (heads[SOP_HEAD], flags["folnet_unary_dim"]))
-        weights[f"classification_heads.{SOP_HEAD}.out_proj.bias"] = read("cls.heads.seq_relationship.bias", (heads[SOP_HEAD],))
+        n = heads[SOP_HEAD]
+        weights[f"classification_heads.{SOP_HEAD}.out_proj.weight"] = read(
+            "cls.heads.seq_relationship.weight", (n, flags["folnet_unary_dim"]))
+        weights[f"classification_heads.{SOP_HEAD}.out_proj.bias"] = read("cls.heads.seq_relationship.bias", (n,))
     if "sentence_classification_head" in heads:
         n = heads["sentence_classification_head"]
         weights["classification_heads.sentence_classification_head.out_proj.weight"] = read(
