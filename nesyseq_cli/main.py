@@ -6,6 +6,8 @@
     nesyseq evaluate math     decode a checkpoint, exact match per module, table/CSV/PNG
     nesyseq analyze roles     k-means of TP-Transformer role vectors (paper Fig. 3)
     nesyseq prepare entailment / evaluate entailment   logical entailment (TPRU, docs/tpru.md)
+    nesyseq convert folnet    the authors' FOLNet checkpoint (*.pt + *.cfg) -> fairseq checkpoint (docs/folnet.md)
+    nesyseq tokenize wordpiece  BERT WordPiece tokenization of raw text (for converted FOLNet checkpoints)
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
 
 Each subcommand lives with the code it drives (``data_prep``, ``evaluations``,
@@ -40,12 +42,16 @@ COMMANDS = {
     ("collect", None): ("slurm.collect", "one mean ± std table and plot over a run's job array"),
     ("prepare", "entailment"): ("data_prep.entailment_cli", "logical entailment data: Evans et al. files or our generator"),
     ("evaluate", "entailment"): ("evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
+    ("tokenize", "wordpiece"): ("data_prep.wordpiece", "BERT WordPiece tokenization (for converted FOLNet checkpoints)"),
+    ("convert", "folnet"): ("plugins.models.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
 }
 
 GROUP_HELP = {
     "prepare": "build a benchmark's data",
     "evaluate": "score a trained checkpoint",
     "analyze": "inspect what a trained model learned",
+    "convert": "import checkpoints released by other code bases",
+    "tokenize": "tokenize raw text for a model's vocabulary",
 }
 
 

@@ -1,13 +1,16 @@
 """FOLNet input binary atoms: the clipped relative distance u0(x_t, x_tau).
 
-Distance ids (δ = clip):
-    0                      t = tau = 0 ([CLS] to itself)            (only with cls=True)
-    1  FROM_CLS            t = 0, tau > 0  ([CLS] row)               (only with cls=True)
-    2  TO_CLS              t > 0, tau = 0  ([CLS] column)            (only with cls=True)
-    3  CROSS               t, tau in different segments
-    4 + (δ-1) + clip(tau - t, -(δ-1), δ-1)    same segment, otherwise
-so there are 2δ + 3 ids.  t and tau are *real* token positions (padding
-skipped), so left and right padding give the same ids for the real tokens.
+The official id map (tencent-ailab/FOLNet folnet.py:192, :207-232), δ = clip,
+d = tau - t:
+    min(d, δ-1)               same segment, d >= 0         ids 0 .. δ-1
+    2δ - min(-d, δ-1)         same segment, d < 0          ids δ+1 .. 2δ-1
+    δ         cross_id        t, tau in different segments
+    2δ        from_cls_id     t = 0, tau > 0  ([CLS] row)       (only with cls=True)
+    2δ + 1    to_cls_id       t > 0, tau = 0  ([CLS] column)    (only with cls=True)
+so there are 2δ + 2 ids, and [CLS] -> [CLS] keeps the distance-0 id 0.  (With
+δ = 1 every negative distance gets id 2 = 2δ, as in the official Toeplitz map.)
+t and tau are *real* token positions (padding skipped), so left and right
+padding give the same ids for the real tokens.
 """
 from __future__ import annotations
 
@@ -17,11 +20,24 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-CLS_CLS, FROM_CLS, TO_CLS, CROSS, FIRST_DISTANCE = 0, 1, 2, 3, 4
-
 
 def num_distance_ids(clip: int) -> int:
-    return FIRST_DISTANCE + 2 * clip - 1
+    return 2 * clip + 2
+
+
+def cross_id(clip: int) -> int:
+    """id of a pair of tokens in different segments (folnet.py:229)."""
+    return clip
+
+
+def from_cls_id(clip: int) -> int:
+    """id of ([CLS], tau > 0) (folnet.py:230)."""
+    return 2 * clip
+
+
+def to_cls_id(clip: int) -> int:
+    """id of (t > 0, [CLS]) (folnet.py:231)."""
+    return 2 * clip + 1
 
 
 def relative_distance_ids(pos_q: Tensor, pos_k: Tensor, clip: int, seg_q: Optional[Tensor] = None,
@@ -31,14 +47,14 @@ def relative_distance_ids(pos_q: Tensor, pos_k: Tensor, clip: int, seg_q: Option
         raise ValueError(f"--folnet-rpe-clip must be >= 1, got {clip}")
     t = pos_q[:, :, None]
     tau = pos_k[:, None, :]
-    ids = FIRST_DISTANCE + (clip - 1) + (tau - t).clamp(-(clip - 1), clip - 1)
+    d = tau - t  # (B, X, A)
+    ids = torch.where(d >= 0, d.clamp(max=clip - 1), 2 * clip - (-d).clamp(max=clip - 1))
     if seg_q is not None and seg_k is not None:
-        ids = torch.where(seg_q[:, :, None] != seg_k[:, None, :], torch.full_like(ids, CROSS), ids)
+        ids = torch.where(seg_q[:, :, None] != seg_k[:, None, :], torch.full_like(ids, cross_id(clip)), ids)
     if cls:
         t0, tau0 = t == 0, tau == 0
-        ids = torch.where(t0 & ~tau0, torch.full_like(ids, FROM_CLS), ids)
-        ids = torch.where(~t0 & tau0, torch.full_like(ids, TO_CLS), ids)
-        ids = torch.where(t0 & tau0, torch.full_like(ids, CLS_CLS), ids)
+        ids = torch.where(t0 & ~tau0, torch.full_like(ids, from_cls_id(clip)), ids)
+        ids = torch.where(~t0 & tau0, torch.full_like(ids, to_cls_id(clip)), ids)
     return ids
 
 
@@ -59,6 +75,16 @@ def segments_from_separators(tokens: Tensor, sep: int, padding: Tensor) -> Tenso
     inc = torch.zeros(B, T, dtype=torch.long, device=tokens.device)
     inc[:, 1:] = boundary[:, :-1].long()
     return inc.cumsum(dim=1)
+
+
+def segments_after_each_separator(tokens: Tensor, sep: int, padding: Tensor) -> Tensor:
+    """Segment ids for BERT-style pairs ``<s> A </s> B </s>`` (the official
+    ``[CLS] A [SEP] B [SEP]`` with token types 0...0 1...1): a new segment starts
+    right after each ``</s>`` (padding skipped), so the separator belongs to the
+    segment it closes.
+    """
+    is_sep = ((tokens == sep) & ~padding).long()
+    return is_sep.cumsum(dim=1) - is_sep
 
 
 class RelativeDistanceEmbedding(nn.Module):

@@ -6,7 +6,11 @@ tasks train it unchanged.  The input atoms are
     u1_0(x)    = token embedding                     (B, T, D1)
     u2_0(x, y) = clipped relative distance embedding (B, T, T, D2)
 with the [CLS] ids for ``<s>`` at position 0 and the cross-segment id between
-the two sentences of a RoBERTa pair ``<s> A </s> </s> B </s>``.
+the two sentences of a RoBERTa pair ``<s> A </s> </s> B </s>`` (``--folnet-segments
+roberta``) or of a BERT pair ``<s> A </s> B </s>`` (``bert``, the official layout).
+Heads as in the official code: the MLM head dense -> GELU -> non-affine LN ->
+tied decoder + bias (folnet.py:119-149), and the pooler dense + tanh on the
+first token (folnet.py:706-707, :732-733), which classification heads read.
 """
 
 import logging
@@ -15,22 +19,25 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import FairseqEncoder, FairseqEncoderModel, register_model, register_model_architecture
-from fairseq.models.roberta.model import RobertaClassificationHead, RobertaLMHead
+from fairseq import utils
 from fairseq.utils import safe_getattr
 
 from plugins.layers.folnet_layer import FolnetStack, layer_norm
 from plugins.layers.folnet_masks import real_positions, self_mask
 from plugins.layers.folnet_ops import parse_ops
-from plugins.layers.folnet_rpe import RelativeDistanceEmbedding, relative_distance_ids, segments_from_separators
+from plugins.layers.folnet_rpe import (RelativeDistanceEmbedding, relative_distance_ids, segments_after_each_separator,
+                                       segments_from_separators)
 
 logger = logging.getLogger(__name__)
 
 TOKEN_TYPES = 2  # the official type_vocab_size
 TRANS_IMPL_CHOICES = ChoiceEnum(["auto", "triton", "torch", "eager"])
+SEGMENT_CHOICES = ChoiceEnum(["roberta", "bert"])
 
 
 @dataclass
@@ -56,9 +63,14 @@ class FolnetCommonConfig(FairseqDataclass):
 class FolnetConfig(FolnetCommonConfig):
     folnet_layers: int = field(default=12, metadata={"help": "L, number of layers"})
     max_positions: int = field(default=1024, metadata={"help": "longest input (RPE itself has no limit)"})
+    folnet_segments: SEGMENT_CHOICES = field(default="roberta", metadata={
+        "help": "where a new segment (token type, cross-segment distance id) starts: roberta = after "
+                "each '</s> </s>' (<s> A </s> </s> B </s>); bert = after each '</s>' (<s> A </s> B </s>, "
+                "the official [CLS] A [SEP] B [SEP]; converted official checkpoints use it)"})
     pooler_activation_fn: ChoiceEnum(["tanh", "relu", "gelu", "linear"]) = field(
-        default="tanh", metadata={"help": "classification head activation"})
-    pooler_dropout: float = field(default=0.0, metadata={"help": "classification head dropout"})
+        default="tanh", metadata={"help": "activation of the pooler (dense on the first token; official: tanh)"})
+    pooler_dropout: float = field(default=0.1, metadata={
+        "help": "dropout between the pooler and a classification head's output layer (official: 0.1)"})
 
 
 def folnet_embedding(num: int, dim: int, padding_idx: int) -> nn.Embedding:
@@ -79,11 +91,13 @@ def stack_kwargs(cfg, layers: int, enc_dim=None, enc_binary_dim=None) -> dict:
 class FolnetEncoderCore(nn.Module):
     """tokens (B, T) -> unary atoms (B, T, D1), binary atoms (B, T, T, D2), padding (B, T)."""
 
-    def __init__(self, cfg, embed_tokens: nn.Embedding, layers: int, cls: bool, separator: Optional[int]):
+    def __init__(self, cfg, embed_tokens: nn.Embedding, layers: int, cls: bool, separator: Optional[int],
+                 segments: str = "roberta"):
         super().__init__()
         self.embed_tokens = embed_tokens
         self.padding_idx = embed_tokens.padding_idx
         self.cls, self.separator = cls, separator
+        self.segment_fn = {"roberta": segments_from_separators, "bert": segments_after_each_separator}[segments]
         self.dropout = cfg.dropout
         # token-type (segment) embedding: the paper's SeqID atoms, 2 types (folnet.py:187, :242-244)
         self.embed_types = nn.Embedding(TOKEN_TYPES, cfg.folnet_unary_dim)
@@ -96,7 +110,7 @@ class FolnetEncoderCore(nn.Module):
     def forward(self, tokens: Tensor, return_all_hiddens: bool = False):
         padding = tokens.eq(self.padding_idx)  # (B, T)
         pos = real_positions(padding)
-        seg = segments_from_separators(tokens, self.separator, padding) if self.separator is not None else None
+        seg = self.segment_fn(tokens, self.separator, padding) if self.separator is not None else None
         mask = self_mask("none", padding)
         ids = relative_distance_ids(pos, pos, self.rpe.clip, seg, seg, cls=self.cls)  # (B, T, T)
         types = seg.clamp(max=TOKEN_TYPES - 1) if seg is not None else torch.zeros_like(tokens)
@@ -109,15 +123,64 @@ class FolnetEncoderCore(nn.Module):
         return u1, u2, padding, hiddens
 
 
+class FolnetLMHead(nn.Module):
+    """The official MLM head (folnet.py:119-149): x (B, T, D1) -> logits (B, T, V)
+        LN(GELU(dense(x))) E^T + b     LN non-affine, eps 1e-12; E the (tied) word embedding
+    """
+
+    def __init__(self, dim: int, weight: Tensor):
+        super().__init__()
+        self.dense = nn.Linear(dim, dim)
+        self.ln = layer_norm(dim)
+        self.weight = weight
+        self.bias = nn.Parameter(torch.zeros(weight.size(0)))
+
+    def forward(self, features: Tensor, masked_tokens: Optional[Tensor] = None) -> Tensor:
+        if masked_tokens is not None:
+            features = features[masked_tokens, :]
+        return F.linear(self.ln(F.gelu(self.dense(features))), self.weight) + self.bias
+
+
+class FolnetClassificationHead(nn.Module):
+    """The official fine-tuning head (folnet.py:896-951) on the model's pooler:
+        features (B, T, D1) -> pooled = tanh(dense(x_0)) (B, D1) -> dropout -> Linear -> (B, C)
+    Like fairseq's RoBERTa heads it takes the features; the pooler itself belongs to the
+    encoder (one per model, as in the official FOLNet), so ``pool`` is a plain reference
+    to the encoder's ``pooled`` and no pooler parameter is owned (or saved) twice."""
+
+    def __init__(self, dim: int, num_classes: int, dropout: float, pool):
+        super().__init__()
+        self.pool = pool
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(dim, num_classes)
+        nn.init.normal_(self.out_proj.weight, mean=0.0, std=0.02)
+        nn.init.zeros_(self.out_proj.bias)
+
+    def forward(self, features: Tensor) -> Tensor:
+        return self.out_proj(self.dropout(self.pool(features)))
+
+
 class FolnetMLMEncoder(FairseqEncoder):
-    """RoBERTa-style encoder: features + masked-LM head."""
+    """RoBERTa-style encoder: features, the official MLM head and the official pooler."""
 
     def __init__(self, cfg, dictionary):
         super().__init__(dictionary)
         embed = folnet_embedding(len(dictionary), cfg.folnet_unary_dim, dictionary.pad())
-        self.core = FolnetEncoderCore(cfg, embed, cfg.folnet_layers, cls=True, separator=dictionary.eos())
-        self.lm_head = RobertaLMHead(cfg.folnet_unary_dim, len(dictionary), "gelu", weight=embed.weight)
+        self.core = FolnetEncoderCore(cfg, embed, cfg.folnet_layers, cls=True, separator=dictionary.eos(),
+                                      segments=str(safe_getattr(cfg, "folnet_segments", "roberta")))
+        self.lm_head = FolnetLMHead(cfg.folnet_unary_dim, weight=embed.weight)
+        # pooler: dense + activation on the first token (folnet.py:706-707, :732-733), part of the
+        # official FOLNet module; classification heads read its output
+        self.pooler = nn.Linear(cfg.folnet_unary_dim, cfg.folnet_unary_dim)
+        self.pooler_activation = utils.get_activation_fn(str(cfg.pooler_activation_fn))
+        for m in (self.lm_head.dense, self.pooler):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+            nn.init.zeros_(m.bias)
         self.max_pos = cfg.max_positions
+
+    def pooled(self, features: Tensor) -> Tensor:
+        """features (B, T, D1) -> act(dense(features[:, 0])) (B, D1)"""
+        return self.pooler_activation(self.pooler(features[:, 0, :]))
 
     def extract_features(self, src_tokens, return_all_hiddens=False, **unused):
         u1, u2, padding, hiddens = self.core(src_tokens, return_all_hiddens=return_all_hiddens)
@@ -163,10 +226,10 @@ class FolnetModel(FairseqEncoderModel):
         return self.encoder.extract_features(src_tokens, return_all_hiddens=return_all_hiddens)
 
     def register_classification_head(self, name, num_classes=None, inner_dim=None, **kwargs):
-        d1 = self.cfg.folnet_unary_dim
-        self.classification_heads[name] = RobertaClassificationHead(
-            input_dim=d1, inner_dim=inner_dim or d1, num_classes=num_classes,
-            activation_fn=str(self.cfg.pooler_activation_fn), pooler_dropout=self.cfg.pooler_dropout)
+        """A head on the pooled first token (the pooler is shared, as in the official model);
+        ``inner_dim`` is not used: the pooler is the one inner layer."""
+        self.classification_heads[name] = FolnetClassificationHead(
+            self.cfg.folnet_unary_dim, num_classes, self.cfg.pooler_dropout, pool=self.encoder.pooled)
 
     def upgrade_state_dict_named(self, state_dict, name):
         """Keep this model's heads when loading a checkpoint without them (e.g. masked_lm -> fine-tuning)."""
@@ -201,8 +264,9 @@ def _folnet_sizes(args, layers, d1, d2, heads, ffn1, ffn2, clip):
 
 def _folnet_encoder_extras(args):
     args.max_positions = safe_getattr(args, "max_positions", 1024)
+    args.folnet_segments = safe_getattr(args, "folnet_segments", "roberta")
     args.pooler_activation_fn = safe_getattr(args, "pooler_activation_fn", "tanh")
-    args.pooler_dropout = safe_getattr(args, "pooler_dropout", 0.0)
+    args.pooler_dropout = safe_getattr(args, "pooler_dropout", 0.1)
 
 
 @register_model_architecture("folnet", "folnet_base")

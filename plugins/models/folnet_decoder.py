@@ -26,7 +26,7 @@ from fairseq.models import FairseqIncrementalDecoder
 
 from plugins.layers.folnet_layer import FolnetStack, layer_norm
 from plugins.layers.folnet_masks import encdec_mask, real_positions, self_mask
-from plugins.layers.folnet_rpe import CROSS, RelativeDistanceEmbedding, relative_distance_ids
+from plugins.layers.folnet_rpe import RelativeDistanceEmbedding, cross_id, relative_distance_ids
 
 STATE_KEY = "folnet_state"
 
@@ -123,7 +123,7 @@ class FolnetDecoder(FairseqIncrementalDecoder):
             mask = encdec_mask(pad, enc_pad, query_offset=offset, num_rows=rows)
             Ti = enc_pad.size(1)
             ids_self = relative_distance_ids(new_pos, pos, self.rpe.clip)
-            ids = torch.cat([ids_self.new_full((ids_self.size(0), rows, Ti), CROSS), ids_self], dim=-1)
+            ids = torch.cat([ids_self.new_full((ids_self.size(0), rows, Ti), cross_id(self.rpe.clip)), ids_self], dim=-1)
         else:
             kind = "prefix" if prefix_lengths is not None else "causal"
             mask = self_mask(kind, pad, query_offset=offset, num_rows=rows, prefix_lengths=prefix_lengths)
