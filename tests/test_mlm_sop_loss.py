@@ -49,7 +49,8 @@ def naive_loss(model, batch, pad, sop_weight=1.0):
                 mlm_terms.append(-(z[y] - torch.logsumexp(z, 0)).item())
     sop_terms = []
     for b in range(src.size(0)):
-        pooled = torch.tanh(head.dense.weight @ feats[b, 0] + head.dense.bias)  # official pooler
+        pooler = model.encoder.pooler  # the official pooler belongs to the encoder (folnet.py:706-707)
+        pooled = torch.tanh(pooler.weight @ feats[b, 0] + pooler.bias)
         z = head.out_proj.weight @ pooled + head.out_proj.bias  # seq_relationship
         y = int(batch["sop_target"][b])
         sop_terms.append(-(z[y] - torch.logsumexp(z, 0)).item())
@@ -79,7 +80,7 @@ def test_gradients_reach_encoder_lm_head_and_sop_head():
     loss, _, _ = crit(model, batch)
     loss.backward()
     head = model.classification_heads[SOP_HEAD]
-    for name, p in [("sop out_proj", head.out_proj.weight), ("sop dense", head.dense.weight),
+    for name, p in [("sop out_proj", head.out_proj.weight), ("pooler", model.encoder.pooler.weight),
                     ("lm dense", model.encoder.lm_head.dense.weight),
                     ("type embedding", model.encoder.core.embed_types.weight)]:
         assert p.grad is not None and p.grad.abs().sum() > 0, name

@@ -4,8 +4,9 @@ DATA is a ``fairseq-preprocess --only-source`` directory (``dict.txt``, ``train.
 ``valid.bin/.idx``) made from text with one sentence per line and a blank line between
 documents.  Every item is an SOP pair ``<s> A </s> </s> B </s>`` (A, B swapped with probability
 1/2), masked as the official code masks (``plugins/tasks/sop_pairs.py``).  The task registers
-a 2-way classification head ``sentence_order_head`` on the model (dense + tanh on the first
-token, then a linear layer: the official pooler + ``seq_relationship``, ``folnet.py:157,732-733``);
+a 2-way classification head ``sentence_order_head`` on the model: the encoder's pooler (dense +
+tanh on the first token, ``folnet.py:706-707,732-733``) then a linear layer (``seq_relationship``,
+``folnet.py:157``); the pooler is the encoder's, so fine-tuning from the checkpoint keeps it;
 train with ``--criterion mlm_sop``.
 
 Batches: ``net_input = {src_tokens (B, T), src_lengths (B,)}``, ``target`` (B, T): the original
