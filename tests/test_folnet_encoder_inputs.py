@@ -58,3 +58,19 @@ def test_encoder_padding_invariance_two_segments(side):
         y = shift_left_pad(x, d.pad(), 30)
         out, _ = model(y, features_only=True)
         torch.testing.assert_close(out[y.ne(d.pad())], ref[real], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("arch", ["folnet_tiny", "folnet_lm_tiny"])
+def test_embeddings_follow_the_official_init(arch):
+    """folnet.py:63-69: every nn.Embedding ~ N(0, initializer_range = 0.02); our padding row is zero."""
+    torch.manual_seed(0)
+    model, d = build(arch)
+    embs = {n: m.weight.detach() for n, m in model.named_modules() if isinstance(m, torch.nn.Embedding)}
+    assert any("rpe" in n for n in embs) and len(embs) >= 2
+    for name, w in embs.items():
+        if w.size(0) == len(d):  # the word embedding
+            assert torch.count_nonzero(w[d.pad()]) == 0, name
+            w = torch.cat([w[: d.pad()], w[d.pad() + 1:]])
+        n = w.numel()  # 5 standard errors of the mean / of the sample std of n N(0, 0.02) draws
+        assert abs(w.mean().item()) < 5 * 0.02 / n ** 0.5, name
+        assert abs(w.std().item() - 0.02) < 5 * 0.02 / (2 * n) ** 0.5, (name, w.std().item())

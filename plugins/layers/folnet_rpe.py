@@ -94,7 +94,7 @@ class RelativeDistanceEmbedding(nn.Module):
         super().__init__()
         self.clip = clip
         self.embed = nn.Embedding(num_distance_ids(clip), dim)
-        nn.init.normal_(self.embed.weight, std=dim ** -0.5)
+        nn.init.normal_(self.embed.weight, std=0.02)  # official N(0, 0.02) (folnet.py:63-69)
 
     def forward(self, ids: Tensor) -> Tensor:
         return self.embed(ids)

@@ -74,8 +74,10 @@ class FolnetConfig(FolnetCommonConfig):
 
 
 def folnet_embedding(num: int, dim: int, padding_idx: int) -> nn.Embedding:
+    # official init: N(0, 0.02) for every Embedding (folnet.py:63-69, initializer_range 0.02 in
+    # finetune_FOLNet_GLUE.sh:49); the padding row is zeroed (it is masked everywhere)
     m = nn.Embedding(num, dim, padding_idx=padding_idx)
-    nn.init.normal_(m.weight, mean=0, std=dim ** -0.5)
+    nn.init.normal_(m.weight, mean=0, std=0.02)
     nn.init.constant_(m.weight[padding_idx], 0)
     return m
 
