@@ -7,12 +7,16 @@ the decoder its final layer-normed unary atoms (B, Ti, D1) and binary atoms
 """
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
+from plugins.layers.symbolic import context_symbols, lookup_phi
+from plugins.layers.symbolic_transformer import SymbolAlpha
 from plugins.models.folnet import FolnetCommonConfig, FolnetEncoderCore, _folnet_sizes, folnet_embedding
 from plugins.models.folnet_decoder import FolnetDecoder
+from plugins.models.tp_transformer import symbol_ignore_ids
 
 
 @dataclass
@@ -23,15 +27,34 @@ class FolnetTransformerConfig(FolnetCommonConfig):
         "help": "share encoder/decoder/output embeddings (needs a joined dictionary)"})
     max_source_positions: int = field(default=1024, metadata={"help": "longest source"})
     max_target_positions: int = field(default=1024, metadata={"help": "longest target"})
+    symbolic_embeddings: bool = field(default=False, metadata={
+        "help": "unary atoms u1 ⊕ α_x e_φ(x) (symbol-shift equivariance, φ over the source's distinct "
+                "words by first appearance); the symbolic part moves through the join operator"})
+    symbolic_output: bool = field(default=False, metadata={
+        "help": "output p = β softmax(E^T u1) + (1-β) B_φ softmax(s) (fp32); without "
+                "--symbolic-embeddings the symbolic input is the plain one-hot e_φ(x)"})
+    max_symbols: Optional[int] = field(default=None, metadata={"help": "cap on m, the number of context symbols"})
 
 
 class FolnetEncoder(FairseqEncoder):
-    def __init__(self, cfg, dictionary, embed_tokens):
+    def __init__(self, cfg, dictionary, embed_tokens, alpha: Optional[SymbolAlpha] = None):
         super().__init__(dictionary)
         self.core = FolnetEncoderCore(cfg, embed_tokens, cfg.encoder_layers, cls=False, separator=None)
         self.max_pos = cfg.max_source_positions
+        self.alpha = alpha
+        self.max_symbols = cfg.max_symbols
+        self.symbol_ignore = symbol_ignore_ids(dictionary)
 
     def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False, **unused):
+        if self.alpha is not None:
+            symbols = context_symbols(src_tokens, self.symbol_ignore, self.dictionary.pad(), self.max_symbols)
+            s = self.alpha(src_tokens, lookup_phi(src_tokens, symbols), symbols.m,
+                           self.core.embed_tokens.weight.dtype)                       # (B, T, m)
+            u1, u2, padding, hiddens, s = self.core(src_tokens, return_all_hiddens=return_all_hiddens,
+                                                    s=s, slot_mask=symbols.slot_mask)
+            return {"folnet_u1": [u1], "folnet_u2": [u2], "folnet_padding": [padding],
+                    "encoder_states": hiddens or [], "src_tokens": [src_tokens], "folnet_sym": [s],
+                    "slot_vocab": [symbols.slot_vocab], "slot_mask": [symbols.slot_mask]}
         u1, u2, padding, hiddens = self.core(src_tokens, return_all_hiddens=return_all_hiddens)
         return {"folnet_u1": [u1], "folnet_u2": [u2], "folnet_padding": [padding],
                 "encoder_states": hiddens or [], "src_tokens": [src_tokens]}
@@ -61,9 +84,16 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
         else:
             enc_embed = folnet_embedding(len(src_dict), d1, src_dict.pad())
             dec_embed = folnet_embedding(len(tgt_dict), d1, tgt_dict.pad())
-        encoder = FolnetEncoder(cfg, src_dict, enc_embed)
+        alpha = None
+        if cfg.symbolic_embeddings or cfg.symbolic_output:
+            if src_dict != tgt_dict:
+                raise ValueError("--symbolic-embeddings/--symbolic-output need a joined dictionary: the "
+                                 "output's B_φ maps source slots to target ids")
+            alpha = SymbolAlpha(len(src_dict), learned=bool(cfg.symbolic_embeddings))  # shared enc/dec
+        encoder = FolnetEncoder(cfg, src_dict, enc_embed, alpha)
         decoder = FolnetDecoder(cfg, tgt_dict, dec_embed, cfg.decoder_layers, cross=True,
                                 max_positions=cfg.max_target_positions)
+        decoder.alpha = alpha
         return cls(cfg, encoder, decoder)
 
 
@@ -73,6 +103,9 @@ def _encdec(args, enc_layers, dec_layers):
     args.share_all_embeddings = safe_getattr(args, "share_all_embeddings", False)
     args.max_source_positions = safe_getattr(args, "max_source_positions", 1024)
     args.max_target_positions = safe_getattr(args, "max_target_positions", 1024)
+    args.symbolic_embeddings = safe_getattr(args, "symbolic_embeddings", False)
+    args.symbolic_output = safe_getattr(args, "symbolic_output", False)
+    args.max_symbols = safe_getattr(args, "max_symbols", None)
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_base")
