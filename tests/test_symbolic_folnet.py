@@ -145,3 +145,13 @@ def test_symbolic_state_moves_through_join():
         for layer in model.decoder.stack.layers:
             layer.sym.lam_q.zero_(), layer.sym.gamma_q.zero_()
     assert (probs(model, d, STORIES) - p).abs().max() > 1e-4
+
+
+def test_decoder_input_is_looked_up_through_the_source_phi():
+    """'john' (in story 1's context) and 'sandra' (a tied name absent from it) differ only
+    through φ as decoder inputs; two absent tied names give the same output."""
+    model, d = build(**BOTH)
+    p_john, p_sandra = probs(model, d, STORIES[:1], "john")[0, 1], probs(model, d, STORIES[:1], "sandra")[0, 1]
+    assert (p_john - p_sandra).abs().max() > 1e-4
+    torch.testing.assert_close(probs(model, d, STORIES[1:], "john")[0, 1],
+                               probs(model, d, STORIES[1:], "daniel")[0, 1], rtol=0, atol=1e-12)
