@@ -355,3 +355,21 @@ def test_decoder_input_is_looked_up_through_the_source_phi():
     p_john2 = probs(model, d, STORIES[1:], "john")[0, 1]
     p_daniel2 = probs(model, d, STORIES[1:], "daniel")[0, 1]
     torch.testing.assert_close(p_john2, p_daniel2, rtol=0, atol=1e-12)
+
+
+def test_symbolic_decoding_steps_do_not_sync_with_the_host():
+    """φ is built once in the encoder; each decoding step (lookup, attention, mixture) stays on
+    the device."""
+    from tests.test_tp_transformer import _HostSyncCounter
+
+    model, d = build(**BOTH)
+    src = encode(d, STORIES)
+    prev = _prev(d, 2)
+    with torch.no_grad():
+        enc = model.encoder(src)
+        inc = {}
+        with _HostSyncCounter() as counter:
+            for t in range(prev.size(1)):
+                out = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc)
+                model.get_normalized_probs(out, log_probs=True)
+    assert counter.calls == []
