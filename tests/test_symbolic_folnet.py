@@ -155,3 +155,17 @@ def test_decoder_input_is_looked_up_through_the_source_phi():
     assert (p_john - p_sandra).abs().max() > 1e-4
     torch.testing.assert_close(probs(model, d, STORIES[1:], "john")[0, 1],
                                probs(model, d, STORIES[1:], "daniel")[0, 1], rtol=0, atol=1e-12)
+
+
+def test_unseen_words_get_zero_rows():
+    model, d = build(**BOTH)
+    w = d.index("office")
+    model.set_unseen([w])
+    src = encode(d, STORIES)
+    with torch.no_grad():
+        emb = model.encoder.core.embed_tokens
+        assert emb(torch.tensor([[w]])).abs().sum() == 0 and emb(torch.tensor([[d.index("mary")]])).abs().sum() > 0
+        z, _ = model.decoder(_prev(d, 2), encoder_out=model.encoder(src), features_only=True)
+        assert (model.decoder.output_layer(z)[..., w] == 0).all()
+        assert (model.decoder.output_layer(z)[..., d.index("kitchen")] != 0).all()
+    assert gap(model, d) < 1e-9

@@ -127,6 +127,31 @@ class HybridEmbedding(nn.Module):
         return self.semantic_part(tokens), self.alpha(tokens).unsqueeze(-1) * one_hot_phi(phi, m, self.alpha_logit.dtype)
 
 
+class UnseenZeroEmbedding(nn.Embedding):
+    """nn.Embedding whose rows for words unseen in training read as zero once ``set_unseen``
+    is called (the paper zeroes their semantic embeddings); ``effective_weight`` is the matrix
+    with those rows zeroed, for a tied output projection."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register_buffer("unseen", torch.zeros(self.num_embeddings, dtype=torch.bool), persistent=False)
+        self.zero_unseen = False
+
+    def set_unseen(self, unseen: Tensor) -> None:
+        self.unseen.copy_(unseen)
+        self.zero_unseen = True
+
+    @property
+    def effective_weight(self) -> Tensor:
+        if not self.zero_unseen:
+            return self.weight
+        return self.weight.masked_fill(self.unseen.unsqueeze(-1), 0.0)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        e = super().forward(tokens)
+        return e.masked_fill(self.unseen[tokens].unsqueeze(-1), 0.0) if self.zero_unseen else e
+
+
 class SymbolicLinear(nn.Module):
     """h_sem ⊕ h_sym ↦ W h_sem ⊕ (λ h_sym + γ (1ᵀ h_sym) 1): scalar λ (init 1), γ (init 0);
     no cross terms, no per-slot bias; the sum runs over real slots and padded slots stay 0."""

@@ -99,7 +99,7 @@ class FolnetDecoder(FairseqIncrementalDecoder):
         return torch.log(p.clamp(min=1e-30)) if log_probs else p
 
     def output_layer(self, features):
-        return F.linear(features, self.embed_tokens.weight)
+        return F.linear(features, getattr(self.embed_tokens, "effective_weight", self.embed_tokens.weight))
 
     def max_positions(self):
         return self.max_pos

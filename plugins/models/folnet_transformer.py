@@ -12,7 +12,10 @@ from typing import Optional
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
-from plugins.layers.symbolic import context_symbols, lookup_phi
+import torch
+from torch import nn
+
+from plugins.layers.symbolic import UnseenZeroEmbedding, context_symbols, lookup_phi
 from plugins.layers.symbolic_transformer import SymbolAlpha
 from plugins.models.folnet import FolnetCommonConfig, FolnetEncoderCore, _folnet_sizes, folnet_embedding
 from plugins.models.folnet_decoder import FolnetDecoder
@@ -80,10 +83,10 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
         if cfg.share_all_embeddings:
             if src_dict != tgt_dict:
                 raise ValueError("--share-all-embeddings requires a joined dictionary")
-            enc_embed = dec_embed = folnet_embedding(len(src_dict), d1, src_dict.pad())
+            enc_embed = dec_embed = _embedding(len(src_dict), d1, src_dict.pad())
         else:
-            enc_embed = folnet_embedding(len(src_dict), d1, src_dict.pad())
-            dec_embed = folnet_embedding(len(tgt_dict), d1, tgt_dict.pad())
+            enc_embed = _embedding(len(src_dict), d1, src_dict.pad())
+            dec_embed = _embedding(len(tgt_dict), d1, tgt_dict.pad())
         alpha = None
         if cfg.symbolic_embeddings or cfg.symbolic_output:
             if src_dict != tgt_dict:
@@ -95,6 +98,21 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
                                 max_positions=cfg.max_target_positions)
         decoder.alpha = alpha
         return cls(cfg, encoder, decoder)
+
+    def set_unseen(self, ids) -> None:
+        """Words unseen in training (babi_qa's unseen.txt): zero embedding rows at lookup and zero
+        output logits (the paper); their α is kept (tp_transformer has --zero-unseen-alpha)."""
+        unseen = torch.zeros(len(self.encoder.dictionary), dtype=torch.bool)
+        unseen[torch.as_tensor(list(ids), dtype=torch.long)] = True
+        self.encoder.core.embed_tokens.set_unseen(unseen.to(self.encoder.core.embed_tokens.weight.device))
+        if self.decoder.dictionary == self.encoder.dictionary:
+            self.decoder.embed_tokens.set_unseen(unseen.to(self.decoder.embed_tokens.weight.device))
+
+
+def _embedding(num: int, dim: int, padding_idx: int) -> nn.Embedding:
+    """folnet_embedding's init (N(0, 1/D1), zero pad row) in an embedding that can zero unseen words."""
+    init = folnet_embedding(num, dim, padding_idx).weight.data   # the same random draws as before
+    return UnseenZeroEmbedding(num, dim, padding_idx=padding_idx, _weight=init)
 
 
 def _encdec(args, enc_layers, dec_layers):
