@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Fig. 1 protocol sweep (bAbI-style task 1, train+test regenerated at each name count):
 #   configs/qa_fig1_sweep.sh OUT "memnet smn" "10 100 1000" "0 1 2" [MAX_UPDATE]
+#   configs/qa_fig1_sweep.sh OUT "tp_transformer_tiny tp_transformer_tiny_sym" ...
+# Models: memnet, smn (d=50, K=3); tp_transformer_tiny without / with (_sym)
+# --symbolic-embeddings --symbolic-output, the same model otherwise.
 # Writes OUT/report/{qa_table.md,qa_results.csv,qa_names_curve.png} via `nesyseq evaluate qa`.
 # Paper set-up: batch 32, Adam, clip 5.0, 10% of train held out (prepare qa), lr halving
 # (--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5); lr and update count are set here.
 set -euo pipefail
 OUT=$1; MODELS=${2:-"memnet smn"}; NAMES=${3:-"10 100 1000"}; SEEDS=${4:-"0 1 2"}; MAXUP=${5:-2000}
-LR=${LR:-0.005}; STORIES=${STORIES:-200}
+LR=${LR:-0.005}; STORIES=${STORIES:-200}; LR_PATIENCE=${LR_PATIENCE:-0}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
@@ -17,11 +20,18 @@ for n in $NAMES; do
       --num-names "$n" --train-stories "$STORIES" --test-stories "$STORIES" --seed 0 >/dev/null
   for m in $MODELS; do for s in $SEEDS; do
     ck=$OUT/ck/${m}_n${n}_s$s
+    case $m in
+      memnet|smn) MODEL_ARGS=(--arch "${m}_babi" --embed-dim 50 --hops 3 --max-story 50) ;;
+      tp_transformer_tiny) MODEL_ARGS=(--arch tp_transformer_tiny) ;;
+      tp_transformer_tiny_sym) MODEL_ARGS=(--arch tp_transformer_tiny --symbolic-embeddings --symbolic-output) ;;
+      *) echo "qa_fig1_sweep.sh: unknown model '$m'" >&2; exit 2 ;;
+    esac
+    mkdir -p "$OUT/ck"
     [ -f "$ck/checkpoint_best.pt" ] || fairseq-train "$data/bin/task1" --user-dir "$HERE/user_dir" --task babi_qa \
-        --arch ${m}_babi --embed-dim 50 --hops 3 --max-story 50 --criterion cross_entropy --optimizer adam \
+        "${MODEL_ARGS[@]}" --criterion cross_entropy --optimizer adam \
         --lr "$LR" --clip-norm 5.0 --batch-size 32 --max-update "$MAXUP" --lr-scheduler reduce_lr_on_plateau \
-        --lr-shrink 0.5 --save-dir "$ck" --no-epoch-checkpoints --no-last-checkpoints --num-workers 0 --cpu \
-        --seed "$s" --log-format simple --log-interval 1000 > "$ck.log" 2>&1
+        --lr-shrink 0.5 --lr-patience "$LR_PATIENCE" --save-dir "$ck" --no-epoch-checkpoints --no-last-checkpoints \
+        --num-workers 0 --cpu --seed "$s" --log-format simple --log-interval 1000 > "$ck.log" 2>&1
     RUNS+=(--run "model=$m,task=1,seed=$s,names=$n,ckpt=$ck/checkpoint_best.pt,data=$data/bin/task1")
   done; done
 done

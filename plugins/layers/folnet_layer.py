@@ -31,6 +31,8 @@ from torch.utils.checkpoint import checkpoint
 
 from plugins.layers.folnet_masks import FolnetMask
 from plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans
+from plugins.layers.symbolic_folnet import SymbolicJoinStream
+from plugins.layers.symbolic_transformer import SlotLayerNorm
 
 
 def layer_norm(dim: int) -> nn.LayerNorm:
@@ -93,10 +95,15 @@ def transposed_binary(u2n: Tensor, mask: FolnetMask) -> Tensor:
 class FolnetLayer(nn.Module):
     def __init__(self, d1: int, d2: int, heads: int, ffn1: int, ffn2: int, unary_ops: str, binary_ops: str,
                  dropout: float = 0.0, enc_dim: Optional[int] = None, enc_binary_dim: Optional[int] = None,
-                 trans_impl: str = "auto"):
+                 trans_impl: str = "auto", symbolic: bool = False):
         super().__init__()
         if d1 % heads:
             raise ValueError(f"--folnet-unary-dim {d1} must be divisible by --folnet-heads {heads}")
+        if symbolic and "j" not in unary_ops:
+            raise ValueError(f"--symbolic-embeddings/--symbolic-output need the join operator j in "
+                             f"--folnet-ops (got unary ops '{unary_ops}')")
+        # the symbolic part of the unary atoms (plugins/layers/symbolic_folnet.py)
+        self.sym = SymbolicJoinStream(heads) if symbolic else None
         self.unary_ops, self.binary_ops = unary_ops, binary_ops
         self.dropout = dropout
         self.ln1, self.ln2 = layer_norm(d1), layer_norm(d2)
@@ -134,13 +141,27 @@ class FolnetLayer(nn.Module):
             new = torch.cat([e, new], dim=1)
         return new
 
+    def _sym_columns(self, new: Tensor, cache: Optional[Dict[str, Tensor]], enc: Optional[dict]) -> Tensor:
+        """Column-side symbolic states ŝ(a): [encoder's final ŝ ;] cached past ; new rows.  (B, A, m)"""
+        if cache is not None:
+            if "j.sym" in cache:
+                new = torch.cat([cache["j.sym"], new], dim=1)
+            cache["j.sym"] = new
+        if enc is not None:
+            new = torch.cat([enc["s"].to(new.dtype), new], dim=1)
+        return new
+
     def forward(self, u1: Tensor, u2: Tensor, mask: FolnetMask, cache: Optional[Dict[str, Tensor]] = None,
-                enc: Optional[dict] = None):
+                enc: Optional[dict] = None, s: Optional[Tensor] = None, slot_mask: Optional[Tensor] = None):
+        """Returns (u1, u2), or (u1, u2, s) when the symbolic state s (B, X, m) is given."""
         ok = mask.pair_ok
         okf = ok[..., None].to(u2.dtype)
         u1n, u2n = self.ln1(u1), self.ln2(u2)
         unary = []
         binary = []
+        if s is not None:
+            sn = self.sym.ln(s, slot_mask)
+            s_cols = self._sym_columns(sn, cache, enc)
         for ch, op in self.ops.items():
             if ch == "c":
                 # rows share one column set only without causality (or with one row)
@@ -148,6 +169,11 @@ class FolnetLayer(nn.Module):
                 rows = mask.trans.kind == "none" and ok.shape[1] == ok.shape[2]  # official: contract rows
                 out = op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok, shared or rows, transpose=rows)
                 unary.append(self.writers["c"](out.flatten(-2)))
+            elif ch == "j" and s is not None:
+                out, out_sym = op(u2n, self._columns("j", op.columns(u1n), cache, enc), ok,
+                                  score_bias=self.sym.score_bias(sn, s_cols, slot_mask), sym_values=s_cols)
+                unary.append(self.writers["j"](out.flatten(-2)))
+                s = s + self.sym.write(out_sym, slot_mask)
             elif ch == "j":
                 unary.append(self.writers["j"](op(u2n, self._columns("j", op.columns(u1n), cache, enc), ok).flatten(-2)))
             elif ch == "m":
@@ -181,6 +207,9 @@ class FolnetLayer(nn.Module):
         u2n = self.ffn_ln2(u2)
         u2 = (u2 + F.dropout(self.ffn2(u2n, transposed_binary(u2n, mask)), p=self.dropout,
                              training=self.training)) * okf
+        if s is not None:
+            s = s + self.sym.ffn(self.sym.ffn_ln(s, slot_mask), slot_mask)
+            return u1, u2, s
         return u1, u2
 
 
@@ -200,19 +229,29 @@ class FolnetStack(nn.Module):
         self.layers = nn.ModuleList([FolnetLayer(**layer_kwargs) for _ in range(layers)])
         self.ln1 = layer_norm(layer_kwargs["d1"])
         self.ln2 = layer_norm(layer_kwargs["d2"])
+        self.sym_ln = SlotLayerNorm() if layer_kwargs.get("symbolic") else None
         self.checkpoint_activations = checkpoint_activations
         self.apply(official_init)
 
     def forward(self, u1: Tensor, u2: Tensor, mask: FolnetMask, caches: Optional[list] = None,
-                enc: Optional[dict] = None, return_all_hiddens: bool = False):
+                enc: Optional[dict] = None, return_all_hiddens: bool = False,
+                s: Optional[Tensor] = None, slot_mask: Optional[Tensor] = None):
+        """Returns (u1, u2, hiddens), plus the final slot-normalised ŝ when s is given."""
         hiddens = [u1] if return_all_hiddens else None
         for i, layer in enumerate(self.layers):
             cache = caches[i] if caches is not None else None
-            if self.checkpoint_activations and self.training and cache is None:
+            if s is not None:
+                if self.checkpoint_activations and self.training and cache is None:
+                    u1, u2, s = checkpoint(layer, u1, u2, mask, None, enc, s, slot_mask, use_reentrant=False)
+                else:
+                    u1, u2, s = layer(u1, u2, mask, cache, enc, s, slot_mask)
+            elif self.checkpoint_activations and self.training and cache is None:
                 u1, u2 = checkpoint(layer, u1, u2, mask, None, enc, use_reentrant=False)
             else:
                 u1, u2 = layer(u1, u2, mask, cache, enc)
             if return_all_hiddens:
                 hiddens.append(u1)
         u2 = self.ln2(u2) * mask.pair_ok[..., None].to(u2.dtype)
+        if s is not None:
+            return self.ln1(u1), u2, hiddens, self.sym_ln(s, slot_mask)
         return self.ln1(u1), u2, hiddens

@@ -170,10 +170,20 @@ class Join(nn.Module):
     def columns_enc(self, enc: Tensor) -> Tensor:
         return _heads(self.premise_enc(enc), self.H)
 
-    def forward(self, u2n: Tensor, v: Tensor, pair_ok: Tensor) -> Tensor:
-        K = masked_softmax(self.kernel(u2n), pair_ok[..., None], dim=2)  # (B, X, A, H)
+    def forward(self, u2n: Tensor, v: Tensor, pair_ok: Tensor, score_bias: Optional[Tensor] = None,
+                sym_values: Optional[Tensor] = None):
+        """``score_bias`` (B, X, A, H) is added to K before the softmax and ``sym_values``
+        (B, A, m) are summed with the same weights (the symbolic stream,
+        plugins/layers/symbolic_folnet.py); then returns (out, (B, X, H, m))."""
+        logits = self.kernel(u2n)
+        if score_bias is not None:
+            logits = logits + score_bias
+        K = masked_softmax(logits, pair_ok[..., None], dim=2)  # (B, X, A, H)
         K = F.dropout(K, p=self.dropout, training=self.training)  # folnet.py:380
-        return torch.einsum("bxah,bahs->bxhs", K, v)
+        out = torch.einsum("bxah,bahs->bxhs", K, v)
+        if sym_values is None:
+            return out
+        return out, torch.einsum("bxah,bam->bxhm", K, sym_values.to(K.dtype))
 
 
 class Mu(nn.Module):

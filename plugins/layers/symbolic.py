@@ -127,6 +127,31 @@ class HybridEmbedding(nn.Module):
         return self.semantic_part(tokens), self.alpha(tokens).unsqueeze(-1) * one_hot_phi(phi, m, self.alpha_logit.dtype)
 
 
+class UnseenZeroEmbedding(nn.Embedding):
+    """nn.Embedding whose rows for words unseen in training read as zero once ``set_unseen``
+    is called (the paper zeroes their semantic embeddings); ``effective_weight`` is the matrix
+    with those rows zeroed, for a tied output projection."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register_buffer("unseen", torch.zeros(self.num_embeddings, dtype=torch.bool), persistent=False)
+        self.zero_unseen = False
+
+    def set_unseen(self, unseen: Tensor) -> None:
+        self.unseen.copy_(unseen)
+        self.zero_unseen = True
+
+    @property
+    def effective_weight(self) -> Tensor:
+        if not self.zero_unseen:
+            return self.weight
+        return self.weight.masked_fill(self.unseen.unsqueeze(-1), 0.0)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        e = super().forward(tokens)
+        return e.masked_fill(self.unseen[tokens].unsqueeze(-1), 0.0) if self.zero_unseen else e
+
+
 class SymbolicLinear(nn.Module):
     """h_sem ⊕ h_sym ↦ W h_sem ⊕ (λ h_sym + γ (1ᵀ h_sym) 1): scalar λ (init 1), γ (init 0);
     no cross terms, no per-slot bias; the sum runs over real slots and padded slots stay 0."""
@@ -139,10 +164,18 @@ class SymbolicLinear(nn.Module):
 
     def forward(self, h_sem: Tensor, h_sym: Tensor, slot_mask: Tensor):
         # h_sym (B, ..., m); slot_mask (B, m)
-        mask = _expand_mask(slot_mask, h_sym)
-        h_sym = h_sym * mask
-        total = h_sym.sum(-1, keepdim=True)
-        return self.linear(h_sem), (self.lam * h_sym + self.gamma * total) * mask
+        return self.linear(h_sem), slot_map(h_sym, slot_mask, self.lam, self.gamma)
+
+
+def slot_map(h_sym: Tensor, slot_mask: Tensor, lam: Tensor, gamma: Tensor) -> Tensor:
+    """(λI + γ11ᵀ) h_sym over the real slots: λ h_sym + γ (Σ_real h_sym) 1, padded slots 0.
+
+    h_sym (B, ..., m), slot_mask (B, m); λ, γ scalars or tensors broadcasting against
+    h_sym's leading dims (e.g. one per head, shaped (1, H, 1, 1))."""
+    mask = _expand_mask(slot_mask, h_sym)
+    h_sym = h_sym * mask
+    total = h_sym.sum(-1, keepdim=True)
+    return (lam * h_sym + gamma * total) * mask
 
 
 def _expand_mask(slot_mask: Tensor, like: Tensor) -> Tensor:
@@ -151,11 +184,16 @@ def _expand_mask(slot_mask: Tensor, like: Tensor) -> Tensor:
 
 
 def masked_slot_softmax(h_sym: Tensor, slot_mask: Tensor) -> Tensor:
-    """softmax over the real slots only (fp32); padded slots get 0; rows without slots are 0."""
+    """softmax over the real slots only (fp32, or fp64 for fp64 input); padded slots get 0;
+    rows without slots are 0."""
     mask = _expand_mask(slot_mask, h_sym).bool()
-    x = h_sym.float().masked_fill(~mask, float("-inf"))
+    x = h_sym.to(_at_least_fp32(h_sym.dtype)).masked_fill(~mask, float("-inf"))
     p = torch.softmax(x, dim=-1)
     return torch.nan_to_num(p, nan=0.0)
+
+
+def _at_least_fp32(dtype: torch.dtype) -> torch.dtype:
+    return torch.promote_types(dtype, torch.float32)
 
 
 def slot_layer_norm(h_sym: Tensor, slot_mask: Tensor, eps: float = 1e-5) -> Tensor:
@@ -170,7 +208,7 @@ def slot_layer_norm(h_sym: Tensor, slot_mask: Tensor, eps: float = 1e-5) -> Tens
 
 def symbolic_output_probs(sem_logits: Tensor, h_sym: Tensor, symbols: ContextSymbols, beta_logit: Tensor,
                           unseen: Optional[Tensor] = None) -> Tensor:
-    """p = β softmax(B h_sem) + (1−β) B_φ softmax(h_sym), in fp32.
+    """p = β softmax(B h_sem) + (1−β) B_φ softmax(h_sym), in fp32 (fp64 for fp64 input).
 
     sem_logits (B, T, V) = B h_sem; h_sym (B, T, m); β = sigmoid(beta_logit) (scalar).
     ``unseen`` (V,) bool: words unseen in training have a zero B row, i.e. logit exactly 0
@@ -179,7 +217,7 @@ def symbolic_output_probs(sem_logits: Tensor, h_sym: Tensor, symbols: ContextSym
     Returns probabilities (B, T, V) that sum to 1 over V where the example has a real slot
     (otherwise the semantic part takes all the mass).
     """
-    logits = sem_logits.float()
+    logits = sem_logits.to(_at_least_fp32(sem_logits.dtype))
     if unseen is not None and bool(unseen.any()):
         logits = logits.masked_fill(unseen.view(1, 1, -1), 0.0)
     p_sem = torch.softmax(logits, dim=-1)
@@ -187,8 +225,8 @@ def symbolic_output_probs(sem_logits: Tensor, h_sym: Tensor, symbols: ContextSym
     B, T, V = p_sem.shape
     p_sym = torch.zeros_like(p_sem)
     index = symbols.slot_vocab.unsqueeze(1).expand(B, T, symbols.m)
-    p_sym.scatter_add_(-1, index, p_slot)                                   # B_φ softmax(h_sym)
-    beta = torch.sigmoid(beta_logit.float())
+    p_sym.scatter_add_(-1, index, p_slot.to(p_sem.dtype))                   # B_φ softmax(h_sym)
+    beta = torch.sigmoid(beta_logit.to(logits.dtype))
     has = symbols.slot_mask.any(-1).view(B, 1, 1)
     beta = torch.where(has, beta, torch.ones_like(beta))
     return beta * p_sem + (1.0 - beta) * p_sym

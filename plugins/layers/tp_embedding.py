@@ -58,11 +58,19 @@ class TPEmbedding(nn.Module):
         with torch.no_grad():
             self.embed_tokens.weight[padding_idx].zero_()
         self.register_buffer("positions", sinusoidal_table(max_positions, dim), persistent=False)
+        # words unseen in training (babi_qa): zero rows of E at lookup, see set_unseen
+        self.register_buffer("unseen", torch.zeros(num_embeddings, dtype=torch.bool), persistent=False)
+        self.zero_unseen = False
         self.max_positions = max_positions
         if embedding_role:
             self.role = nn.Linear(dim, dim)  # W^(p), b^(p)
             nn.init.normal_(self.role.weight, mean=role_init_mean, std=role_init_std)
             nn.init.zeros_(self.role.bias)
+
+    def set_unseen(self, unseen: Tensor) -> None:
+        """unseen (V,) bool: these words get a zero E row at lookup (the position is still added)."""
+        self.unseen.copy_(unseen)
+        self.zero_unseen = True
 
     def check_length(self, length: int) -> None:
         """positions_from_padding gives positions <= length - 1."""
@@ -81,7 +89,10 @@ class TPEmbedding(nn.Module):
 
         Positions must be < max_positions; callers check it from the sequence length
         (:meth:`check_length`, a shape, so no host synchronisation per decoding step)."""
-        e = self.embed_tokens(tokens) * math.sqrt(self.dim) + self.positions[positions]
+        e = self.embed_tokens(tokens)
+        if self.zero_unseen:
+            e = e.masked_fill(self.unseen[tokens].unsqueeze(-1), 0.0)
+        e = e * math.sqrt(self.dim) + self.positions[positions]
         if not self.embedding_role:
             return e
         r = self.role(e) + self.role_offset  # (B, T, d)

@@ -87,7 +87,9 @@ def stack_kwargs(cfg, layers: int, enc_dim=None, enc_binary_dim=None) -> dict:
     return dict(layers=layers, checkpoint_activations=cfg.checkpoint_activations, d1=cfg.folnet_unary_dim,
                 d2=cfg.folnet_binary_dim, heads=cfg.folnet_heads, ffn1=cfg.folnet_ffn_unary,
                 ffn2=cfg.folnet_ffn_binary, unary_ops=unary, binary_ops=binary, dropout=cfg.dropout,
-                enc_dim=enc_dim, enc_binary_dim=enc_binary_dim, trans_impl=str(cfg.folnet_trans_impl))
+                enc_dim=enc_dim, enc_binary_dim=enc_binary_dim, trans_impl=str(cfg.folnet_trans_impl),
+                symbolic=bool(safe_getattr(cfg, "symbolic_embeddings", False)
+                              or safe_getattr(cfg, "symbolic_output", False)))
 
 
 class FolnetEncoderCore(nn.Module):
@@ -109,7 +111,9 @@ class FolnetEncoderCore(nn.Module):
         self.ln_u1, self.ln_u2 = layer_norm(cfg.folnet_unary_dim), layer_norm(cfg.folnet_binary_dim)
         self.stack = FolnetStack(**stack_kwargs(cfg, layers))
 
-    def forward(self, tokens: Tensor, return_all_hiddens: bool = False):
+    def forward(self, tokens: Tensor, return_all_hiddens: bool = False, s: Optional[Tensor] = None,
+                slot_mask: Optional[Tensor] = None):
+        """Returns (u1, u2, padding, hiddens), plus the final symbolic state when s (B, T, m) is given."""
         padding = tokens.eq(self.padding_idx)  # (B, T)
         pos = real_positions(padding)
         seg = self.segment_fn(tokens, self.separator, padding) if self.separator is not None else None
@@ -121,6 +125,10 @@ class FolnetEncoderCore(nn.Module):
         u1 = nn.functional.dropout(self.ln_u1(u1), self.dropout, self.training)
         u2 = nn.functional.dropout(self.ln_u2(self.rpe(ids)), self.dropout, self.training)
         u2 = u2 * mask.pair_ok[..., None].to(u1.dtype)
+        if s is not None:
+            u1, u2, hiddens, s = self.stack(u1, u2, mask, return_all_hiddens=return_all_hiddens, s=s,
+                                            slot_mask=slot_mask)
+            return u1, u2, padding, hiddens, s
         u1, u2, hiddens = self.stack(u1, u2, mask, return_all_hiddens=return_all_hiddens)
         return u1, u2, padding, hiddens
 

@@ -27,6 +27,7 @@ from fairseq.models import FairseqIncrementalDecoder
 from plugins.layers.folnet_layer import FolnetStack, layer_norm
 from plugins.layers.folnet_masks import encdec_mask, real_positions, self_mask
 from plugins.layers.folnet_rpe import RelativeDistanceEmbedding, cross_id, relative_distance_ids
+from plugins.layers.symbolic import ContextSymbols, lookup_phi, symbolic_output_probs
 
 STATE_KEY = "folnet_state"
 
@@ -46,8 +47,17 @@ class FolnetDecoder(FairseqIncrementalDecoder):
         self.rpe = RelativeDistanceEmbedding(cfg.folnet_rpe_clip, cfg.folnet_binary_dim)
         enc_dim = cfg.folnet_unary_dim if cross else None
         enc_binary_dim = cfg.folnet_binary_dim if cross else None
-        self.stack = FolnetStack(**stack_kwargs(cfg, layers, enc_dim=enc_dim, enc_binary_dim=enc_binary_dim))
+        kwargs = stack_kwargs(cfg, layers, enc_dim=enc_dim, enc_binary_dim=enc_binary_dim)
+        self.symbolic = kwargs["symbolic"]
+        if self.symbolic and not cross:
+            raise ValueError("--symbolic-embeddings/--symbolic-output are for the encoder-decoder "
+                             "(folnet_transformer): φ numbers the source's words")
+        self.stack = FolnetStack(**kwargs)
         self.max_pos = max_positions
+        self.alpha = None  # SymbolAlpha, set by folnet_transformer's build_model when symbolic
+        self.symbolic_output = bool(getattr(cfg, "symbolic_output", False))
+        if self.symbolic_output:
+            self.beta_logit = nn.Parameter(torch.zeros(()))  # β = 1/2 at init
 
     # ------------------------------------------------------------------ helpers
     def _embed(self, tokens: Tensor) -> Tensor:
@@ -74,10 +84,22 @@ class FolnetDecoder(FairseqIncrementalDecoder):
                                          return_all_hiddens)
         if not features_only:
             x = self.output_layer(x)
+            if self.symbolic_output:
+                # p = β softmax(E^T u1) + (1−β) B_φ softmax(ŝ), fp32 probabilities
+                symbols = ContextSymbols(encoder_out["slot_vocab"][0], encoder_out["slot_mask"][0])
+                x = symbolic_output_probs(x, extra["symbolic_state"][0], symbols, self.beta_logit)
         return x, extra
 
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        """With --symbolic-output the decoder already returns the mixture p."""
+        if not self.symbolic_output:
+            return super().get_normalized_probs(net_output, log_probs, sample)
+        p = net_output[0]
+        p = p.to(torch.promote_types(p.dtype, torch.float32))
+        return torch.log(p.clamp(min=1e-30)) if log_probs else p
+
     def output_layer(self, features):
-        return F.linear(features, self.embed_tokens.weight)
+        return F.linear(features, getattr(self.embed_tokens, "effective_weight", self.embed_tokens.weight))
 
     def max_positions(self):
         return self.max_pos
@@ -131,7 +153,18 @@ class FolnetDecoder(FairseqIncrementalDecoder):
         u1 = self._embed(new_tokens)  # (B, X, D1)
         u2 = F.dropout(self.ln_u2(self.rpe(ids)), self.dropout, self.training)
         u2 = u2 * mask.pair_ok[..., None].to(u1.dtype)  # (B, X, A, D2)
-        u1, u2, hiddens = self.stack(u1, u2, mask, caches=caches, enc=enc, return_all_hiddens=return_all_hiddens)
+        s = None
+        if self.symbolic:
+            # decoder inputs that are context words are looked up through the source's φ
+            symbols = ContextSymbols(encoder_out["slot_vocab"][0], encoder_out["slot_mask"][0])
+            enc["s"] = encoder_out["folnet_sym"][0]
+            s = self.alpha(new_tokens, lookup_phi(new_tokens, symbols), symbols.m, u1.dtype)  # (B, X, m)
+            u1, u2, hiddens, s = self.stack(u1, u2, mask, caches=caches, enc=enc,
+                                            return_all_hiddens=return_all_hiddens, s=s,
+                                            slot_mask=symbols.slot_mask)
+        else:
+            u1, u2, hiddens = self.stack(u1, u2, mask, caches=caches, enc=enc,
+                                         return_all_hiddens=return_all_hiddens)
 
         if incremental_state is not None:
             new_state = {"pad": pad, "pos": pos, "seg": seg}
@@ -140,6 +173,8 @@ class FolnetDecoder(FairseqIncrementalDecoder):
             self._store_caches(new_state, caches)
             self.set_incremental_state(incremental_state, STATE_KEY, new_state)
         extra = {"inner_states": hiddens, "binary_atoms": u2, "attn": [None]}
+        if s is not None:
+            extra["symbolic_state"] = [s]  # (B, X, m), slot-normalised
         if state is None and P:
             extra["prefix_features"] = u1[:, :P]
             u1 = u1[:, P:]  # outputs for the target positions only

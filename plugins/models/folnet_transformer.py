@@ -7,12 +7,19 @@ the decoder its final layer-normed unary atoms (B, Ti, D1) and binary atoms
 """
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
+import torch
+from torch import nn
+
+from plugins.layers.symbolic import UnseenZeroEmbedding, context_symbols, lookup_phi
+from plugins.layers.symbolic_transformer import SymbolAlpha
 from plugins.models.folnet import FolnetCommonConfig, FolnetEncoderCore, _folnet_sizes, folnet_embedding
 from plugins.models.folnet_decoder import FolnetDecoder
+from plugins.models.tp_transformer import symbol_ignore_ids
 
 
 @dataclass
@@ -23,15 +30,34 @@ class FolnetTransformerConfig(FolnetCommonConfig):
         "help": "share encoder/decoder/output embeddings (needs a joined dictionary)"})
     max_source_positions: int = field(default=1024, metadata={"help": "longest source"})
     max_target_positions: int = field(default=1024, metadata={"help": "longest target"})
+    symbolic_embeddings: bool = field(default=False, metadata={
+        "help": "unary atoms u1 ⊕ α_x e_φ(x) (symbol-shift equivariance, φ over the source's distinct "
+                "words by first appearance); the symbolic part moves through the join operator"})
+    symbolic_output: bool = field(default=False, metadata={
+        "help": "output p = β softmax(E^T u1) + (1-β) B_φ softmax(s) (fp32); without "
+                "--symbolic-embeddings the symbolic input is the plain one-hot e_φ(x)"})
+    max_symbols: Optional[int] = field(default=None, metadata={"help": "cap on m, the number of context symbols"})
 
 
 class FolnetEncoder(FairseqEncoder):
-    def __init__(self, cfg, dictionary, embed_tokens):
+    def __init__(self, cfg, dictionary, embed_tokens, alpha: Optional[SymbolAlpha] = None):
         super().__init__(dictionary)
         self.core = FolnetEncoderCore(cfg, embed_tokens, cfg.encoder_layers, cls=False, separator=None)
         self.max_pos = cfg.max_source_positions
+        self.alpha = alpha
+        self.max_symbols = cfg.max_symbols
+        self.symbol_ignore = symbol_ignore_ids(dictionary)
 
     def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False, **unused):
+        if self.alpha is not None:
+            symbols = context_symbols(src_tokens, self.symbol_ignore, self.dictionary.pad(), self.max_symbols)
+            s = self.alpha(src_tokens, lookup_phi(src_tokens, symbols), symbols.m,
+                           self.core.embed_tokens.weight.dtype)                       # (B, T, m)
+            u1, u2, padding, hiddens, s = self.core(src_tokens, return_all_hiddens=return_all_hiddens,
+                                                    s=s, slot_mask=symbols.slot_mask)
+            return {"folnet_u1": [u1], "folnet_u2": [u2], "folnet_padding": [padding],
+                    "encoder_states": hiddens or [], "src_tokens": [src_tokens], "folnet_sym": [s],
+                    "slot_vocab": [symbols.slot_vocab], "slot_mask": [symbols.slot_mask]}
         u1, u2, padding, hiddens = self.core(src_tokens, return_all_hiddens=return_all_hiddens)
         return {"folnet_u1": [u1], "folnet_u2": [u2], "folnet_padding": [padding],
                 "encoder_states": hiddens or [], "src_tokens": [src_tokens]}
@@ -57,14 +83,36 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
         if cfg.share_all_embeddings:
             if src_dict != tgt_dict:
                 raise ValueError("--share-all-embeddings requires a joined dictionary")
-            enc_embed = dec_embed = folnet_embedding(len(src_dict), d1, src_dict.pad())
+            enc_embed = dec_embed = _embedding(len(src_dict), d1, src_dict.pad())
         else:
-            enc_embed = folnet_embedding(len(src_dict), d1, src_dict.pad())
-            dec_embed = folnet_embedding(len(tgt_dict), d1, tgt_dict.pad())
-        encoder = FolnetEncoder(cfg, src_dict, enc_embed)
+            enc_embed = _embedding(len(src_dict), d1, src_dict.pad())
+            dec_embed = _embedding(len(tgt_dict), d1, tgt_dict.pad())
+        alpha = None
+        if cfg.symbolic_embeddings or cfg.symbolic_output:
+            if src_dict != tgt_dict:
+                raise ValueError("--symbolic-embeddings/--symbolic-output need a joined dictionary: the "
+                                 "output's B_φ maps source slots to target ids")
+            alpha = SymbolAlpha(len(src_dict), learned=bool(cfg.symbolic_embeddings))  # shared enc/dec
+        encoder = FolnetEncoder(cfg, src_dict, enc_embed, alpha)
         decoder = FolnetDecoder(cfg, tgt_dict, dec_embed, cfg.decoder_layers, cross=True,
                                 max_positions=cfg.max_target_positions)
+        decoder.alpha = alpha
         return cls(cfg, encoder, decoder)
+
+    def set_unseen(self, ids) -> None:
+        """Words unseen in training (babi_qa's unseen.txt): zero embedding rows at lookup and zero
+        output logits (the paper); their α is kept (tp_transformer has --zero-unseen-alpha)."""
+        unseen = torch.zeros(len(self.encoder.dictionary), dtype=torch.bool)
+        unseen[torch.as_tensor(list(ids), dtype=torch.long)] = True
+        self.encoder.core.embed_tokens.set_unseen(unseen.to(self.encoder.core.embed_tokens.weight.device))
+        if self.decoder.dictionary == self.encoder.dictionary:
+            self.decoder.embed_tokens.set_unseen(unseen.to(self.decoder.embed_tokens.weight.device))
+
+
+def _embedding(num: int, dim: int, padding_idx: int) -> nn.Embedding:
+    """folnet_embedding's init (N(0, 1/D1), zero pad row) in an embedding that can zero unseen words."""
+    init = folnet_embedding(num, dim, padding_idx).weight.data   # the same random draws as before
+    return UnseenZeroEmbedding(num, dim, padding_idx=padding_idx, _weight=init)
 
 
 def _encdec(args, enc_layers, dec_layers):
@@ -73,6 +121,9 @@ def _encdec(args, enc_layers, dec_layers):
     args.share_all_embeddings = safe_getattr(args, "share_all_embeddings", False)
     args.max_source_positions = safe_getattr(args, "max_source_positions", 1024)
     args.max_target_positions = safe_getattr(args, "max_target_positions", 1024)
+    args.symbolic_embeddings = safe_getattr(args, "symbolic_embeddings", False)
+    args.symbolic_output = safe_getattr(args, "symbolic_output", False)
+    args.max_symbols = safe_getattr(args, "max_symbols", None)
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_base")

@@ -13,12 +13,18 @@ Architectures:
     tp_transformer_math   d=512, ffn 2048, H=8, L=6 (+6), dropout 0   (the paper)
     transformer_math      the same with r ≡ 1 everywhere (the fair baseline)
     tp_transformer_tiny / transformer_math_tiny   small presets for CPU tests
+
+``--symbolic-embeddings`` / ``--symbolic-output`` (symbol-shift equivariance, any preset):
+every token also carries a symbolic state s ∈ ℝ^m over the distinct words of the source
+(plugins/layers/symbolic_transformer.py says how it flows through a cell); the output is
+p = β softmax(E^T z) + (1−β) B_φ softmax(s), fp32, from ``get_normalized_probs``.
 """
 
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
@@ -33,6 +39,9 @@ from fairseq.models import (
 )
 from fairseq.utils import safe_getattr
 
+from plugins.layers.symbolic import ContextSymbols, context_symbols, lookup_phi, symbolic_output_probs
+from plugins.layers.symbolic_transformer import (SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
+                                                 SymbolicTPMultiheadAttention)
 from plugins.layers.tp_attention import TPMultiheadAttention
 from plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
 
@@ -76,6 +85,20 @@ class TPTransformerConfig(FairseqDataclass):
     max_target_positions: int = field(default=1024, metadata={"help": "longest target"})
     checkpoint_activations: bool = field(
         default=False, metadata={"help": "recompute each cell in backward to save memory"})
+    symbolic_embeddings: bool = field(
+        default=False, metadata={"help": "hybrid embeddings x -> E x ⊕ α_x e_φ(x) (symbol-shift "
+                                         "equivariance; φ numbers the source's distinct words by first "
+                                         "appearance) and a symbolic state through every cell"})
+    symbolic_output: bool = field(
+        default=False, metadata={"help": "output p = β softmax(E^T z) + (1-β) B_φ softmax(s) (fp32); "
+                                         "without --symbolic-embeddings the symbolic input is the plain "
+                                         "one-hot e_φ(x) (α ≡ 1)"})
+    max_symbols: Optional[int] = field(
+        default=None, metadata={"help": "cap on m, the number of context symbols (words first seen "
+                                        "later get no symbolic part)"})
+    zero_unseen_alpha: bool = field(
+        default=False, metadata={"help": "also zero α of words unseen in training (babi_qa's "
+                                         "unseen.txt); the paper is silent"})
 
 
 class FeedForward(nn.Module):
@@ -96,18 +119,37 @@ class FeedForward(nn.Module):
         return self.fc2(h)
 
 
+def is_symbolic(cfg) -> bool:
+    return bool(safe_getattr(cfg, "symbolic_embeddings", False) or safe_getattr(cfg, "symbolic_output", False))
+
+
 class TPEncoderLayer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         d = cfg.encoder_embed_dim
+        self.symbolic = is_symbolic(cfg)
+        attn_cls = SymbolicTPMultiheadAttention if self.symbolic else TPMultiheadAttention
         self.ln_attn = nn.LayerNorm(d)
-        self.self_attn = TPMultiheadAttention(
+        self.self_attn = attn_cls(
             d, cfg.encoder_attention_heads, dropout=cfg.attention_dropout,
             role_binding=not cfg.no_role_binding, self_attention=True, role_init=cfg.role_init)
         self.ln_ff = nn.LayerNorm(d)
         self.ff = FeedForward(d, cfg.encoder_ffn_embed_dim, cfg.activation_dropout)
         self.ln_out = nn.LayerNorm(d)
         self.dropout = cfg.dropout
+        if self.symbolic:  # the symbolic part's LayerNorms and FF (symbolic_transformer.py)
+            self.sln_attn, self.sln_ff, self.sln_out = SlotLayerNorm(), SlotLayerNorm(), SlotLayerNorm()
+            self.sff = SymbolicFeedForward()
+
+    def forward_symbolic(self, z: Tensor, s: Tensor, slot_mask: Tensor, padding_mask: Optional[Tensor]):
+        """The same cell on z ⊕ s: (B, T, d), (B, T, m) -> (B, T, d), (B, T, m)."""
+        a, a_s = self.self_attn(self.ln_attn(z), self.sln_attn(s, slot_mask), slot_mask,
+                                key_padding_mask=padding_mask)
+        h = z + F.dropout(a, p=self.dropout, training=self.training)
+        hs = s + a_s
+        f = F.dropout(self.ff(self.ln_ff(h)), p=self.dropout, training=self.training)
+        fs = self.sff(self.sln_ff(hs, slot_mask), slot_mask)
+        return self.ln_out(h + f), self.sln_out(hs + fs, slot_mask)
 
     def forward(self, z: Tensor, padding_mask: Optional[Tensor], return_roles: bool = False):
         # h = z + TPMHA(LN(z), LN(z_{1:T}))
@@ -127,18 +169,40 @@ class TPDecoderLayer(nn.Module):
         super().__init__()
         d = cfg.encoder_embed_dim
         H = cfg.encoder_attention_heads
+        self.symbolic = is_symbolic(cfg)
+        attn_cls = SymbolicTPMultiheadAttention if self.symbolic else TPMultiheadAttention
         self.ln_self = nn.LayerNorm(d)
-        self.self_attn = TPMultiheadAttention(d, H, dropout=cfg.attention_dropout,
-                                              role_binding=not cfg.no_role_binding, self_attention=True,
-                                              role_init=cfg.role_init)
+        self.self_attn = attn_cls(d, H, dropout=cfg.attention_dropout,
+                                  role_binding=not cfg.no_role_binding, self_attention=True,
+                                  role_init=cfg.role_init)
         self.ln_cross = nn.LayerNorm(d)
-        self.cross_attn = TPMultiheadAttention(d, H, dropout=cfg.attention_dropout,
-                                               role_binding=not cfg.no_role_binding, self_attention=False,
-                                               role_init=cfg.role_init)
+        self.cross_attn = attn_cls(d, H, dropout=cfg.attention_dropout,
+                                   role_binding=not cfg.no_role_binding, self_attention=False,
+                                   role_init=cfg.role_init)
         self.ln_ff = nn.LayerNorm(d)
         self.ff = FeedForward(d, cfg.encoder_ffn_embed_dim, cfg.activation_dropout)
         self.ln_out = nn.LayerNorm(d)
         self.dropout = cfg.dropout
+        if self.symbolic:
+            self.sln_self, self.sln_cross = SlotLayerNorm(), SlotLayerNorm()
+            self.sln_ff, self.sln_out = SlotLayerNorm(), SlotLayerNorm()
+            self.sff = SymbolicFeedForward()
+
+    def forward_symbolic(self, z: Tensor, s: Tensor, slot_mask: Tensor, memory: Tensor, memory_s: Tensor,
+                         memory_padding_mask: Optional[Tensor], self_padding_mask: Optional[Tensor] = None,
+                         incremental_state=None):
+        """The decoder cell on z ⊕ s; memory ⊕ memory_s are the encoder's final states."""
+        drop = lambda x: F.dropout(x, p=self.dropout, training=self.training)  # noqa: E731
+        a, a_s = self.self_attn(self.ln_self(z), self.sln_self(s, slot_mask), slot_mask,
+                                key_padding_mask=self_padding_mask, causal=incremental_state is None,
+                                incremental_state=incremental_state)
+        h, hs = z + drop(a), s + a_s
+        a, a_s = self.cross_attn(self.ln_cross(h), self.sln_cross(hs, slot_mask), slot_mask,
+                                 memory=memory, memory_sym=memory_s, key_padding_mask=memory_padding_mask,
+                                 incremental_state=incremental_state)
+        h, hs = h + drop(a), hs + a_s
+        f, fs = drop(self.ff(self.ln_ff(h))), self.sff(self.sln_ff(hs, slot_mask), slot_mask)
+        return self.ln_out(h + f), self.sln_out(hs + fs, slot_mask)
 
     def forward(self, z: Tensor, memory: Tensor, memory_padding_mask: Optional[Tensor],
                 self_padding_mask: Optional[Tensor] = None, incremental_state=None):
@@ -152,14 +216,24 @@ class TPDecoderLayer(nn.Module):
         return self.ln_out(h + drop(self.ff(self.ln_ff(h))))
 
 
+def symbol_ignore_ids(dictionary) -> List[int]:
+    """Tokens that get no context slot: pad, eos, bos and the bAbI separators ``.`` / ``?``
+    (as the memory models, qa_memnet.py)."""
+    ids = [dictionary.pad(), dictionary.eos(), dictionary.bos()]
+    return ids + [dictionary.indices[w] for w in (".", "?") if w in dictionary.indices]
+
+
 class TPTransformerEncoder(FairseqEncoder):
-    def __init__(self, cfg, dictionary, embedding: TPEmbedding):
+    def __init__(self, cfg, dictionary, embedding: TPEmbedding, alpha: Optional[SymbolAlpha] = None):
         super().__init__(dictionary)
         self.cfg = cfg
         self.embedding = embedding
         self.padding_idx = dictionary.pad()
         self.dropout = cfg.dropout
         self.layers = nn.ModuleList(TPEncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.symbolic = is_symbolic(cfg)
+        self.alpha = alpha
+        self.symbol_ignore = symbol_ignore_ids(dictionary)
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None,
                 return_all_roles: bool = False, **kwargs):
@@ -170,6 +244,10 @@ class TPTransformerEncoder(FairseqEncoder):
         # the one host sync of a batch: is anything padded? The decoder reads the answer
         # from encoder_out (an empty mask list = no padding), never per step.
         pm = padding_mask if padding_mask.any() else None
+        if self.symbolic:
+            if return_all_roles:
+                raise ValueError("return_all_roles is not available with --symbolic-embeddings/--symbolic-output")
+            return self._forward_symbolic(src_tokens, z, padding_mask, pm)
         roles = []
         for layer in self.layers:
             if return_all_roles:
@@ -188,6 +266,24 @@ class TPTransformerEncoder(FairseqEncoder):
             out["roles"] = roles  # per layer (B, T, d): head h is columns h*d_k:(h+1)*d_k
         return out
 
+    def _forward_symbolic(self, src_tokens: Tensor, z: Tensor, padding_mask: Tensor, pm: Optional[Tensor]):
+        # φ over the source (story then question), first appearance; s_0 = α_x e_φ(x)  (B, T, m)
+        symbols = context_symbols(src_tokens, self.symbol_ignore, self.padding_idx, self.cfg.max_symbols)
+        s = self.alpha(src_tokens, lookup_phi(src_tokens, symbols), symbols.m, z.dtype)
+        for layer in self.layers:
+            if self.cfg.checkpoint_activations and self.training:
+                z, s = checkpoint(layer.forward_symbolic, z, s, symbols.slot_mask, pm, use_reentrant=False)
+            else:
+                z, s = layer.forward_symbolic(z, s, symbols.slot_mask, pm)
+        return {
+            "encoder_out": [z],                     # (B, T, d)
+            "encoder_out_sym": [s],                 # (B, T, m)
+            "encoder_padding_mask": [] if pm is None else [padding_mask],
+            "src_tokens": [src_tokens],
+            "slot_vocab": [symbols.slot_vocab],     # (B, m) vocab id of slot j (φ⁻¹)
+            "slot_mask": [symbols.slot_mask],       # (B, m) real slots
+        }
+
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
         return {key: [t.index_select(0, new_order) for t in value]
                 for key, value in encoder_out.items() if key != "roles"}
@@ -197,8 +293,15 @@ class TPTransformerEncoder(FairseqEncoder):
 
 
 class TPTransformerDecoder(FairseqIncrementalDecoder):
-    def __init__(self, cfg, dictionary, embedding: TPEmbedding):
+    def __init__(self, cfg, dictionary, embedding: TPEmbedding, alpha: Optional[SymbolAlpha] = None):
         super().__init__(dictionary)
+        self.symbolic = is_symbolic(cfg)
+        self.symbolic_output = bool(safe_getattr(cfg, "symbolic_output", False))
+        self.alpha = alpha
+        if self.symbolic_output:
+            self.beta_logit = nn.Parameter(torch.zeros(()))  # β = sigmoid(0) = 1/2 at init
+        self.register_buffer("unseen", torch.zeros(len(dictionary), dtype=torch.bool), persistent=False)
+        self.zero_unseen = False
         self.cfg = cfg
         self.embedding = embedding
         self.padding_idx = dictionary.pad()
@@ -212,12 +315,14 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
 
     def forward(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None,
                 features_only: bool = False, **kwargs):
+        if self.symbolic:
+            return self._forward_symbolic(prev_output_tokens, encoder_out, incremental_state, features_only)
         x = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
         if not features_only:
             x = self.output_layer(x)
         return x, {"attn": [None], "inner_states": None}
 
-    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+    def _inputs(self, prev_output_tokens, incremental_state):
         self.embedding.check_length(prev_output_tokens.size(1))
         positions = positions_from_padding(prev_output_tokens, self.padding_idx)
         self_padding_mask = prev_output_tokens.eq(self.padding_idx)
@@ -228,7 +333,45 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         elif not self_padding_mask.any():  # full forward: once per batch, not per step
             self_padding_mask = None
         z = self.embedding(prev_output_tokens, positions)
-        z = F.dropout(z, p=self.dropout, training=self.training)
+        return prev_output_tokens, F.dropout(z, p=self.dropout, training=self.training), self_padding_mask
+
+    def _forward_symbolic(self, prev_output_tokens, encoder_out, incremental_state, features_only):
+        tokens, z, self_padding_mask = self._inputs(prev_output_tokens, incremental_state)
+        symbols = ContextSymbols(encoder_out["slot_vocab"][0], encoder_out["slot_mask"][0])
+        # a decoder input that is a context word is looked up through the source's φ
+        s = self.alpha(tokens, lookup_phi(tokens, symbols), symbols.m, z.dtype)       # (B, T, m)
+        memory, memory_s = encoder_out["encoder_out"][0], encoder_out["encoder_out_sym"][0]
+        masks = encoder_out["encoder_padding_mask"]
+        memory_mask = masks[0] if len(masks) > 0 else None
+        for layer in self.layers:
+            if self.cfg.checkpoint_activations and self.training and incremental_state is None:
+                z, s = checkpoint(layer.forward_symbolic, z, s, symbols.slot_mask, memory, memory_s,
+                                  memory_mask, self_padding_mask, use_reentrant=False)
+            else:
+                z, s = layer.forward_symbolic(z, s, symbols.slot_mask, memory, memory_s, memory_mask,
+                                              self_padding_mask, incremental_state)
+        extra = {"attn": [None], "inner_states": None}
+        if features_only:
+            extra["symbolic_state"] = [s]
+            return z, extra
+        logits = self.output_layer(z)
+        if not self.symbolic_output:
+            return logits, extra
+        # p = β softmax(E^T z) + (1−β) B_φ softmax(s), fp32 probabilities (pointer-generator pattern)
+        return symbolic_output_probs(logits, s, symbols, self.beta_logit), extra
+
+    def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
+        """With --symbolic-output the decoder already returns the fp32 mixture p."""
+        if not self.symbolic_output:
+            return super().get_normalized_probs(net_output, log_probs, sample)
+        p = net_output[0]
+        p = p.to(torch.promote_types(p.dtype, torch.float32))
+        return torch.log(p.clamp(min=1e-30)) if log_probs else p
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        if self.symbolic:
+            return self._forward_symbolic(prev_output_tokens, encoder_out, incremental_state, True)[0]
+        _, z, self_padding_mask = self._inputs(prev_output_tokens, incremental_state)
         memory = encoder_out["encoder_out"][0]
         masks = encoder_out["encoder_padding_mask"]
         memory_mask = masks[0] if len(masks) > 0 else None  # decided once by the encoder
@@ -240,10 +383,11 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         return z
 
     def output_layer(self, features: Tensor) -> Tensor:
-        """softmax(E^T z) logits (eq. 8)."""
-        if self.output_projection is None:
-            return F.linear(features, self.embedding.weight)
-        return self.output_projection(features)
+        """softmax(E^T z) logits (eq. 8); words unseen in training (babi_qa) get a zero row."""
+        weight = self.embedding.weight if self.output_projection is None else self.output_projection.weight
+        if self.zero_unseen:
+            weight = weight.masked_fill(self.unseen.unsqueeze(-1), 0.0)
+        return F.linear(features, weight)
 
     def max_positions(self):
         return self.cfg.max_target_positions
@@ -279,17 +423,43 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
                                role_init_std=cfg.embedding_role_init_std,
                                role_offset=cfg.embedding_role_offset)
 
+        def make_alpha(dictionary):  # per-word α (learned with --symbolic-embeddings)
+            if not is_symbolic(cfg):
+                return None
+            return SymbolAlpha(len(dictionary), learned=bool(safe_getattr(cfg, "symbolic_embeddings", False)))
+
         if not cfg.untie_embeddings:
             if src_dict != tgt_dict:
                 raise ValueError("shared embeddings need a joined dictionary "
                                  "(fairseq-preprocess --joined-dictionary); the source and "
                                  "target dictionaries differ (or pass --untie-embeddings)")
             enc_emb = dec_emb = make_embedding(src_dict)
+            enc_alpha = dec_alpha = make_alpha(src_dict)
         else:
             enc_emb, dec_emb = make_embedding(src_dict), make_embedding(tgt_dict)
-        encoder = TPTransformerEncoder(cfg, src_dict, enc_emb)
-        decoder = TPTransformerDecoder(cfg, tgt_dict, dec_emb)
-        return cls(encoder, decoder)
+            enc_alpha, dec_alpha = make_alpha(src_dict), make_alpha(tgt_dict)
+        if is_symbolic(cfg) and src_dict != tgt_dict:
+            raise ValueError("--symbolic-embeddings/--symbolic-output need a joined dictionary: the "
+                             "output's B_φ maps source slots to target ids")
+        encoder = TPTransformerEncoder(cfg, src_dict, enc_emb, enc_alpha)
+        decoder = TPTransformerDecoder(cfg, tgt_dict, dec_emb, dec_alpha)
+        model = cls(encoder, decoder)
+        model.zero_unseen_alpha = bool(safe_getattr(cfg, "zero_unseen_alpha", False))
+        return model
+
+    def set_unseen(self, ids) -> None:
+        """Words unseen in training (babi_qa's unseen.txt, ids of the joined dictionary): zero
+        semantic embedding and output rows, as the paper; their α too with --zero-unseen-alpha."""
+        V = len(self.encoder.dictionary)
+        unseen = torch.zeros(V, dtype=torch.bool, device=self.decoder.unseen.device)
+        unseen[torch.as_tensor(list(ids), dtype=torch.long)] = True
+        self.encoder.embedding.set_unseen(unseen)
+        if self.decoder.dictionary == self.encoder.dictionary:
+            self.decoder.embedding.set_unseen(unseen)
+            self.decoder.unseen.copy_(unseen)
+            self.decoder.zero_unseen = True
+        for alpha in {id(a): a for a in (self.encoder.alpha, self.decoder.alpha) if a is not None}.values():
+            alpha.set_unseen(unseen, zero_alpha=getattr(self, "zero_unseen_alpha", False))
 
 
 def _set(args, name, value):
