@@ -208,86 +208,148 @@ def random_formula(rng: random.Random, var_set: Sequence[str], n_ops: int, n_neg
     return tree
 
 
-def _pair_group(rng, spec: SplitSpec, tries: int = 400):
-    """One balanced group: a fixed formula X and two partners of identical shape and variable set,
-    one entailed and one not. Alternates which side is fixed. Returns [(A,B,1),(A,B,0)] or None."""
-    k = rng.randint(min(2, spec.max_vars), spec.max_vars)
+def _four_tuples(rng: random.Random, spec: SplitSpec, n_formulas: int = 60, balance: bool = True):
+    """Four-tuples (A, B, A', B') as Evans et al. build them (``Main.hs``, ``FourTuple``):
+    A ⊨ B, A' ⊨ B', A ⊭ B', A' ⊭ B.  Each yields the lines (A,B,1), (A,B',0), (A',B',1), (A',B,0), so
+    every formula is a premise once per label or a conclusion once per label: any statistic of A alone
+    or of B alone is exactly balanced across labels.  With ``balance`` (default) a tuple is kept only if
+    each heuristic H1-H4 (which compare A with B) fires as often on its two positive lines as on its two
+    negative lines, so each scores exactly 50% on every whole tuple.
+
+    One block: a variable pool of k letters (k in [ceil(max_vars/2), max_vars]); ``n_formulas`` random
+    formulas over random subsets of it; all entailed ordered pairs found by truth-table bitsets (A not a
+    contradiction, B not a tautology); then greedily pair entailed pairs into four-tuples, each formula
+    used at most once. Returns a list of 4-line groups [(A, B, E), ...]."""
+    k = rng.randint(max(1, (spec.max_vars + 1) // 2), spec.max_vars)
     pool = rng.sample(LETTERS, k)
     order = sorted(pool)
-    lo = max(spec.min_ops, k - 1)
-    hi = max(lo, spec.max_ops)
-    ops_x, ops_y = rng.randint(lo, hi), rng.randint(lo, hi)
-    neg_x, neg_y = rng.randint(0, 1 + ops_x // 3), rng.randint(0, 1 + ops_y // 3)
-    x = random_formula(rng, pool, ops_x, neg_x)
-    tx = truth_table(x, order)
     full = (1 << (1 << k)) - 1
-    fixed_left = rng.random() < 0.5
-    if fixed_left and tx == 0 or not fixed_left and tx == full:
-        return None                             # everything entails / is entailed: no negative
-    pos = neg = None
-    for _ in range(tries):
-        y = random_formula(rng, pool, ops_y, neg_y)
-        ty = truth_table(y, order)
-        ok = (tx & ~ty & full) == 0 if fixed_left else (ty & ~tx & full) == 0
-        if ok and pos is None:
-            pos = y
-        elif not ok and neg is None:
-            neg = y
-        if pos is not None and neg is not None:
-            break
-    if pos is None or neg is None:
-        return None
-    xs = to_string(x)
-    if fixed_left:
-        return [(xs, to_string(pos), 1), (xs, to_string(neg), 0)]
-    return [(to_string(pos), xs, 1), (to_string(neg), xs, 0)]
+    forms: Dict[str, tuple] = {}              # string -> (truth table, heuristic stats); distinct strings
+    for _ in range(n_formulas):
+        n_ops = rng.randint(spec.min_ops, spec.max_ops)
+        var_set = rng.sample(pool, rng.randint(1, min(k, n_ops + 1)))
+        f = random_formula(rng, var_set, n_ops, rng.randint(0, 1 + n_ops // 3))
+        forms.setdefault(to_string(f), (truth_table(f, order), formula_stats(f)))
+    names = list(forms)
+    tts = [forms[s][0] for s in names]
+    stats = [forms[s][1] for s in names]
+
+    def balanced(a, b, a2, b2):               # every heuristic fires equally often on both labels
+        h = lambda x, y: heuristics_from_stats(stats[x], stats[y])
+        pos = [p + q for p, q in zip(h(a, b), h(a2, b2))]
+        neg = [p + q for p, q in zip(h(a, b2), h(a2, b))]
+        return pos == neg
+    entailed = [(i, j) for i, ti in enumerate(tts) if ti != 0 for j, tj in enumerate(tts)
+                if j != i and tj != full and ti & ~tj == 0]
+    rng.shuffle(entailed)
+    used = set()
+    groups = []
+    for n, (a, b) in enumerate(entailed):
+        if a in used or b in used:
+            continue
+        for a2, b2 in entailed[n + 1:]:
+            if len({a, b, a2, b2}) < 4 or a2 in used or b2 in used:
+                continue
+            if tts[a] & ~tts[b2] != 0 and tts[a2] & ~tts[b] != 0 and (not balance or balanced(a, b, a2, b2)):
+                used.update((a, b, a2, b2))
+                A, B, A2, B2 = (names[x] for x in (a, b, a2, b2))
+                groups.append([(A, B, 1), (A, B2, 0), (A2, B2, 1), (A2, B, 0)])
+                break
+    return groups
 
 
 def generate_splits(specs: Dict[str, SplitSpec] = DEFAULT_SPECS, seed: int = 0) -> Dict[str, List[Example]]:
-    """All splits; no (A, B) pair occurs twice (within or across splits); classes balanced."""
+    """All splits from four-tuples; no (A, B) pair occurs twice (within or across splits); classes
+    balanced (exactly when the size is even: the lines of a tuple alternate labels)."""
     rng = random.Random(seed)
     seen = set()
     out = {}
     for split, spec in specs.items():
         exs: List[Example] = []
-        misses = 0
+        empty_blocks = 0
         while len(exs) < spec.size:
-            grp = _pair_group(rng, spec)
-            if grp is None or any((a, b) in seen for a, b, _ in grp):
-                misses += 1
-                if misses > 200 * spec.size + 1000:
-                    raise RuntimeError(f"generator: cannot fill split {split} ({len(exs)}/{spec.size})")
-                continue
-            for a, b, e in grp:
-                seen.add((a, b))
-                exs.append(Example(a, b, e))
-        exs = exs[:spec.size]                 # an odd size drops one example of the last group
+            added = 0
+            for grp in _four_tuples(rng, spec):
+                if len(exs) >= spec.size:
+                    break
+                if any((a, b) in seen for a, b, _ in grp):
+                    continue
+                for a, b, e in grp:
+                    seen.add((a, b))
+                    exs.append(Example(a, b, e))
+                added += 1
+            empty_blocks = 0 if added else empty_blocks + 1
+            if empty_blocks > 200:
+                raise RuntimeError(f"generator: cannot fill split {split} ({len(exs)}/{spec.size})")
+        exs = exs[:spec.size]                 # a size not divisible by 4 drops the end of the last tuple
         rng.shuffle(exs)
         out[split] = exs
     return out
 
 
 # ---- heuristic baselines --------------------------------------------------------------------------
-def _len(f: str) -> int:
-    return len(f)
+def formula_length(f) -> int:
+    """Evans et al.'s ``prop_length``: variables plus connectives (parentheses not counted)."""
+    return 1 if isinstance(f, str) else 1 + sum(formula_length(c) for c in f[1:])
 
 
-def heuristic_predictions(ex: Example) -> Tuple[int, int, int]:
-    """H1: vars(B) ⊆ vars(A) -> entails.  H2: len(B) <= len(A) -> entails (weaker consequent is
-    shorter).  H3: B has more weakening operators (|, >) than A -> entails."""
-    va, vb = set(c for c in ex.a if c.isalpha()), set(c for c in ex.b if c.isalpha())
-    h1 = int(vb <= va)
-    h2 = int(_len(ex.b) <= _len(ex.a))
-    weak = lambda s: s.count("|") + s.count(">") - s.count("&")
-    h3 = int(weak(ex.b) > weak(ex.a))
-    return h1, h2, h3
+def nnf_literals(f, positive: bool = True) -> set:
+    """The literals (variable, polarity) of f's negation normal form: ``~`` flips the polarity of its
+    operand, ``>`` flips its antecedent (p > q ≡ ~p | q), ``&`` and ``|`` keep it."""
+    if isinstance(f, str):
+        return {(f, positive)}
+    if f[0] == "~":
+        return nnf_literals(f[1], not positive)
+    left = nnf_literals(f[1], positive if f[0] != ">" else not positive)
+    return left | nnf_literals(f[2], positive)
 
 
-def heuristic_accuracy(examples: Sequence[Example]) -> Tuple[float, float, float]:
+HEURISTICS = ("H1 len(A)≥len(B)", "H2 vars(B)⊆vars(A)", "H3 lits(B*)⊆lits(A*)", "H4 more ∨/→ in B")
+
+
+def formula_stats(f) -> Tuple[int, frozenset, int]:
+    """What the heuristics look at in one formula tree: (length, NNF literals, #(|) + #(>) − #(&))."""
+    s = to_string(f)
+    return formula_length(f), frozenset(nnf_literals(f)), s.count("|") + s.count(">") - s.count("&")
+
+
+def heuristics_from_stats(sa, sb) -> Tuple[int, int, int, int]:
+    """H1-H4 predictions ('A entails B' = 1) from ``formula_stats`` of A and of B."""
+    (len_a, lits_a, weak_a), (len_b, lits_b, weak_b) = sa, sb
+    h1 = int(len_a >= len_b)
+    h2 = int({v for v, _ in lits_b} <= {v for v, _ in lits_a})
+    h3 = int(lits_b <= lits_a)
+    h4 = int(weak_b > weak_a)
+    return h1, h2, h3, h4
+
+
+def heuristic_predictions(ex: Example) -> Tuple[int, int, int, int]:
+    """Predict 'A entails B' from surface statistics.  H1-H3 are Evans et al.'s (README of
+    google-deepmind/logical-entailment-dataset; ``Main.hs`` heuristic_1..3): H1 length(A) >= length(B),
+    H2 vars(B) ⊆ vars(A), H3 literals(B*) ⊆ literals(A*) with X* the negation normal form of X.
+    H4 is ours: B has more weakening connectives than A, #(|) + #(>) − #(&)."""
+    return heuristics_from_stats(formula_stats(parse_formula(ex.a)), formula_stats(parse_formula(ex.b)))
+
+
+def heuristic_accuracy(examples: Sequence[Example]) -> Tuple[float, ...]:
+    """Accuracy (%) of H1-H4 (``HEURISTICS``) on the examples."""
     if not examples:
-        return (float("nan"),) * 3
-    hits = [0, 0, 0]
+        return (float("nan"),) * len(HEURISTICS)
+    hits = [0] * len(HEURISTICS)
     for ex in examples:
         for i, p in enumerate(heuristic_predictions(ex)):
             hits[i] += int(p == ex.label)
     return tuple(100.0 * h / len(examples) for h in hits)
+
+
+def joint_heuristic_accuracy(train: Sequence[Example], examples: Sequence[Example]) -> float:
+    """A stronger baseline than H1-H4 alone: the majority label of each of the 16 joint (H1..H4)
+    patterns, counted on ``train`` (ties and unseen patterns predict 1), scored on ``examples`` (%)."""
+    counts: Dict[Tuple[int, ...], List[int]] = {}
+    for ex in train:
+        counts.setdefault(heuristic_predictions(ex), [0, 0])[ex.label] += 1
+    rule = {pattern: int(c[1] >= c[0]) for pattern, c in counts.items()}
+    if not examples:
+        return float("nan")
+    hits = sum(rule.get(heuristic_predictions(ex), 1) == ex.label for ex in examples)
+    return 100.0 * hits / len(examples)

@@ -6,6 +6,10 @@
 Writes OUT/accuracy.md, OUT/accuracy.csv (one row per checkpoint: cell, N, recurrent parameters as the
 slides count them, accuracy per split) and OUT/accuracy_vs_roles.png (TPRU accuracy vs N per split,
 the LSTM/GRU baselines as horizontal lines).
+
+With ``--curve NAME=SAVE_DIR`` (repeatable) it also re-scores every interval checkpoint
+``checkpoint_{epoch}_{updates}.pt`` of a ``fairseq-train --save-interval-updates`` run on ``validate``:
+OUT/curves.csv (name, updates, accuracy) and OUT/curves.png, validation accuracy vs updates.
 """
 import argparse
 import csv
@@ -22,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, metavar="DIR", help="directory with {split}.txt")
     parser.add_argument("--checkpoint", action="append", required=True, metavar="NAME=PATH",
                         help="a checkpoint to score (repeatable); NAME labels its row")
+    parser.add_argument("--curve", action="append", default=[], metavar="NAME=SAVE_DIR",
+                        help="a save dir whose checkpoint_{epoch}_{updates}.pt files are scored on validate "
+                             "(repeatable): validation accuracy vs updates")
     parser.add_argument("--splits", default=DEFAULT_SPLITS,
                         help="comma-separated splits; missing files are skipped")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -92,6 +99,40 @@ def write_reports(rows, splits, out: Path):
     return "\n".join(md) + "\n"
 
 
+def interval_checkpoints(save_dir: str):
+    """[(updates, path)] of the ``checkpoint_{epoch}_{updates}.pt`` files in save_dir, by updates."""
+    import re
+
+    found = []
+    for name in os.listdir(save_dir):
+        m = re.fullmatch(r"checkpoint_\d+_(\d+)\.pt", name)
+        if m:
+            found.append((int(m.group(1)), os.path.join(save_dir, name)))
+    return sorted(found)
+
+
+def write_curves(curves, out: Path, split: str = "validate") -> None:
+    """curves: {name: [(updates, accuracy)]} -> OUT/curves.csv and OUT/curves.png."""
+    out.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["name", "updates", f"{split}_accuracy"])
+    for name, pts in curves.items():
+        w.writerows([name, u, a] for u, a in pts)
+    atomic_write_bytes(str(out / "curves.csv"), buf.getvalue().encode())
+    from evaluations.plotting import pyplot, save_png
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, pts in curves.items():
+        ax.plot([u for u, _ in pts], [a for _, a in pts], "o-", ms=3, label=name)
+    ax.set_xlabel("updates")
+    ax.set_ylabel(f"{split} accuracy %")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    save_png(fig, out / "curves.png", dpi=120)
+
+
 def run(args) -> int:
     from nesyseq_cli.errors import UserError
 
@@ -107,4 +148,21 @@ def run(args) -> int:
         row["name"] = name
         rows.append(row)
     print(write_reports(rows, splits, Path(args.out)), end="")
+    curves = {}
+    for spec in args.curve:
+        if "=" not in spec:
+            raise UserError(f"--curve {spec!r}: expected NAME=SAVE_DIR")
+        name, save_dir = spec.split("=", 1)
+        if not os.path.isdir(save_dir):
+            raise UserError(f"--curve {name}: no directory {save_dir}")
+        points = interval_checkpoints(save_dir)
+        if not points:
+            raise UserError(f"--curve {name}: no checkpoint_{{epoch}}_{{updates}}.pt in {save_dir} "
+                            "(train with --save-interval-updates)")
+        curves[name] = [(u, score_checkpoint(p, args.data, ["validate"], args.batch_size)["validate"])
+                        for u, p in points]
+    if curves:
+        write_curves(curves, Path(args.out))
+        for name, pts in curves.items():
+            print(f"{name}: " + " ".join(f"{u}:{a:.1f}" for u, a in pts))
     return 0

@@ -82,6 +82,7 @@ def test_end_to_end_fairseq_train_and_evaluate(tmp_path):
            "--arch", "tpru_classifier", "--cell", "tpru", "--num-roles", "4", "--hidden-dim", "16",
            "--embed-dim", "16", "--criterion", "entailment_bce", "--optimizer", "amsgrad", "--lr", "1e-3",
            "--batch-size", "64", "--clip-norm", "1.0", "--max-update", "8", "--valid-subset", "validate",
+           "--save-interval-updates", "3", "--validate-interval-updates", "3",
            "--best-checkpoint-metric", "accuracy", "--maximize-best-checkpoint-metric", "--save-dir", str(ck),
            "--no-progress-bar", "--cpu", "--seed", "1"]
     env = small_cpu_env()
@@ -91,7 +92,29 @@ def test_end_to_end_fairseq_train_and_evaluate(tmp_path):
     assert "recurrent params (slides' count)=" in res.stdout + res.stderr
     assert "best_accuracy" in res.stdout + res.stderr
     assert nesyseq_main(["evaluate", "entailment", "--data", str(data), "--out", str(ev),
-                         "--checkpoint", f"tpru4={ck / 'checkpoint_best.pt'}"]) == 0
+                         "--checkpoint", f"tpru4={ck / 'checkpoint_best.pt'}", "--curve", f"tpru4={ck}"]) == 0
     table = (ev / "accuracy.md").read_text()
     assert "tpru4" in table and "test_massive" in table
     assert (ev / "accuracy.csv").exists() and (ev / "accuracy_vs_roles.png").stat().st_size > 0
+    # 256 pairs = 4 updates an epoch; fairseq names only the off-epoch-end saves checkpoint_E_U.pt (3, 6)
+    curve = (ev / "curves.csv").read_text().splitlines()
+    assert curve[0] == "name,updates,validate_accuracy" and [r.split(",")[:2] for r in curve[1:]] == [
+        ["tpru4", "3"], ["tpru4", "6"]]
+    assert (ev / "curves.png").stat().st_size > 0
+    # the re-scored curve agrees with fairseq-train's own validation at those updates
+    import re
+    logged = {int(u): float(a) for a, u in re.findall(
+        r"valid on 'validate' subset \|.*?\| accuracy ([\d.]+) \|.*?\| num_updates (\d+)", res.stdout + res.stderr)}
+    for row in curve[1:]:
+        _, u, acc = row.split(",")
+        assert abs(float(acc) - logged[int(u)]) < 0.06, (row, logged)
+
+
+def test_interval_checkpoints_sorted_by_updates(tmp_path):
+    from evaluations.entailment_eval import interval_checkpoints
+
+    for name in ["checkpoint_1_100.pt", "checkpoint_3_1000.pt", "checkpoint_2_200.pt", "checkpoint_best.pt",
+                 "checkpoint_last.pt", "checkpoint2.pt", "checkpoint_1_100.pt.tmp"]:
+        (tmp_path / name).write_bytes(b"")
+    got = [(u, p.rsplit("/", 1)[1]) for u, p in interval_checkpoints(str(tmp_path))]
+    assert got == [(100, "checkpoint_1_100.pt"), (200, "checkpoint_2_200.pt"), (1000, "checkpoint_3_1000.pt")]
