@@ -105,7 +105,8 @@ class FolnetLayer(nn.Module):
             ops[ch] = UNARY_MODULES[ch](d1, d2, heads, enc_dim=enc_dim, dropout=dropout)
         for ch in binary_ops:
             if ch == "t":
-                ops[ch] = Trans(d1, d2, heads, enc_dim=enc_dim, enc_binary_dim=enc_binary_dim, impl=trans_impl)
+                ops[ch] = Trans(d1, d2, heads, enc_dim=enc_dim, enc_binary_dim=enc_binary_dim, impl=trans_impl,
+                                dropout=dropout)
             else:
                 ops[ch] = BINARY_MODULES[ch](d1, d2, heads, enc_dim=enc_dim, dropout=dropout)
         self.ops = nn.ModuleDict(ops)

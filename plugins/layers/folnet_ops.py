@@ -341,12 +341,18 @@ class Trans(nn.Module):
     inside that projection's matmul (``_FromChannelMajor``), so no full-size
     permute-and-copy happens in forward or backward
     (tests/test_trans_layout.py counts them).
+
+    Dropout on the softmaxed kernel (folnet.py:502-503): the kernels fuse the
+    softmax and never hold it, so in training with ``dropout`` > 0 the
+    operator runs the eager form (``triton_kernels.trans_eager``: masked softmax,
+    dropout, matmul); at p = 0 and in eval it takes ``impl`` as before.
     """
 
     def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None,
-                 enc_binary_dim: Optional[int] = None, impl: str = "auto"):
+                 enc_binary_dim: Optional[int] = None, impl: str = "auto", dropout: float = 0.0):
         super().__init__()
         self.impl = impl
+        self.dropout = dropout
         self.kernel = nn.Linear(d2, d2, bias=False)  # official reader D2 -> 2*D2 has no bias (folnet.py:491)
         self.premise = nn.Linear(d2, d2, bias=False)
         self.premise_enc = nn.Linear(enc_binary_dim, d2, bias=False) if enc_binary_dim else None
@@ -362,7 +368,10 @@ class Trans(nn.Module):
         """out (B, X, Y, D2), or ``writer(out)`` (B, X, Y, D_out) when a writer is given."""
         # K's bias is a per-channel constant under the softmax over a: left out (see _ToChannelMajor)
         K = _channel_major(self.kernel, u2n, add_bias=False)  # (B, D2, X, A) raw logits
-        out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, D2, X, Y)
+        if self.training and self.dropout > 0:
+            out = triton_kernels.trans_eager(K, v, mask, v_enc, dropout=self.dropout)  # (B, D2, X, Y)
+        else:
+            out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, D2, X, Y)
         B, D2, X, Y = out.shape
         if writer is None:
             return out.permute(0, 2, 3, 1)
