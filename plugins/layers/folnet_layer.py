@@ -57,6 +57,8 @@ class BinaryBool(nn.Module):
     """b (binary): u(x, y) = W2 GELU(W1 [u(x,y); uT(x,y)]) + Ws uT(x,y)   (folnet.py:559-571)
 
     u, uT (B, X, A, D2) -> (B, X, A, D2); uT is u(y, x) (encoder) or its causal-safe form.
+    ``residual`` (B, X, A, D2) and ``ok`` (B, X, A, 1) give the layer's update
+    (residual + b(u, uT)) · ok in the same pass (see ``_BinaryBoolFn``).
     """
 
     def __init__(self, dim: int, hidden: int):
@@ -65,8 +67,104 @@ class BinaryBool(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
         self.skip = nn.Linear(dim, dim)
 
-    def forward(self, u: Tensor, uT: Tensor) -> Tensor:
-        return self.fc2(F.gelu(self.fc1(torch.cat([u, uT], dim=-1)))) + self.skip(uT)
+    def forward(self, u: Tensor, uT: Tensor, residual: Optional[Tensor] = None, ok: Optional[Tensor] = None) -> Tensor:
+        if u.device.type == "cpu" and not torch.is_autocast_enabled(u.device.type):
+            return _BinaryBoolFn.apply(u, uT, residual, ok, self.fc1.weight, self.fc1.bias, self.fc2.weight,
+                                       self.fc2.bias, self.skip.weight, self.skip.bias)
+        # elsewhere the plain formula (big cuBLAS matmuls; autocast casts the linears)
+        out = self.fc2(F.gelu(self.fc1(torch.cat([u, uT], dim=-1)))) + self.skip(uT)
+        out = out if residual is None else residual + out
+        return out if ok is None else out * ok
+
+
+class _BinaryBoolFn(torch.autograd.Function):
+    """(residual + W2 GELU(W1 [u; uT] + b1) + b2 + Ws uT + bs) · ok, in blocks of rows.
+
+    The (B, X, A, 2·D2 -> F2) hidden layer is 4x wider than the binary atoms; run
+    whole, its GELU and bias/residual passes stream tensors of F2 channels through
+    main memory.  Here each block of ``ROWS`` pairs (the hidden block is F2·ROWS
+    floats, cache-sized on CPU) goes through every step at once: gather [u; uT]
+    (no full-size concatenation; uT may be a transposed view), fc1, GELU, fc2 and
+    the skip accumulated into the output, the residual and the pair mask.
+    Backward recomputes the input block and GELU from the saved pre-activation and
+    accumulates the weight gradients block by block.  The arithmetic is the
+    formula's (same products and sums); only the order of the weight-gradient
+    sums over pairs differs.  CPU only (``BinaryBool`` runs the plain formula elsewhere).
+    """
+
+    ROWS = 1 << 12
+
+    @staticmethod
+    def _steps(u: Tensor):
+        B, X, A, _ = u.shape
+        step = max(1, _BinaryBoolFn.ROWS // A)
+        for b in range(B):
+            for x0 in range(0, X, step):
+                yield b, x0, min(X, x0 + step)
+
+    @staticmethod
+    def _gather(buf: Tensor, u: Tensor, uT: Tensor, b: int, x0: int, x1: int) -> Tensor:
+        D = u.shape[-1]
+        xi = buf[: (x1 - x0) * u.shape[2]]
+        v = xi.view(x1 - x0, u.shape[2], 2 * D)
+        v[..., :D].copy_(u[b, x0:x1])
+        v[..., D:].copy_(uT[b, x0:x1])
+        return xi  # (rows, 2·D2): [u; uT]
+
+    @staticmethod
+    def forward(ctx, u, uT, residual, ok, W1, b1, W2, b2, Ws, bs):
+        B, X, A, D = u.shape
+        Fh = W1.shape[0]
+        out = torch.empty(B, X, A, D, dtype=u.dtype, device=u.device)
+        Z = torch.empty(B, X, A, Fh, dtype=u.dtype, device=u.device)  # pre-activation, saved
+        steps = list(_BinaryBoolFn._steps(u))
+        buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
+        bo = b2 + bs
+        for b, x0, x1 in steps:
+            n = (x1 - x0) * A
+            xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
+            z = Z[b, x0:x1].view(n, Fh)
+            torch.addmm(b1, xi, W1.t(), out=z)
+            o = out[b, x0:x1].view(n, D)
+            torch.addmm(bo, F.gelu(z), W2.t(), out=o)
+            o.addmm_(xi[:, D:], Ws.t())
+            if residual is not None:
+                o.add_(residual[b, x0:x1].reshape(n, D))
+            if ok is not None:
+                o.mul_(ok[b, x0:x1].reshape(n, 1))
+        ctx.save_for_backward(u, uT, ok, W1, W2, Ws, Z)
+        ctx.has_residual = residual is not None
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gout):
+        u, uT, ok, W1, W2, Ws, Z = ctx.saved_tensors
+        B, X, A, D = u.shape
+        Fh = W1.shape[0]
+        gy_all = gout * ok if ok is not None else gout.contiguous()  # d/d(residual + bool)
+        gu, guT = torch.empty_like(u, memory_format=torch.contiguous_format), torch.empty_like(gy_all)
+        gW1, gW2, gWs = torch.zeros_like(W1), torch.zeros_like(W2), torch.zeros_like(Ws)
+        gb1 = W1.new_zeros(Fh)
+        steps = list(_BinaryBoolFn._steps(u))
+        buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
+        for b, x0, x1 in steps:
+            n = (x1 - x0) * A
+            xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
+            z = Z[b, x0:x1].view(n, Fh)
+            gy = gy_all[b, x0:x1].view(n, D)
+            gW2.addmm_(gy.t(), F.gelu(z))
+            gWs.addmm_(gy.t(), xi[:, D:])
+            gz = torch.ops.aten.gelu_backward(gy @ W2, z)
+            gW1.addmm_(gz.t(), xi)
+            gb1 += gz.sum(0)
+            gx = gz @ W1  # (rows, 2·D2)
+            gx[:, D:].addmm_(gy, Ws)
+            gu[b, x0:x1].view(n, D).copy_(gx[:, :D])
+            guT[b, x0:x1].view(n, D).copy_(gx[:, D:])
+        gb = gy_all.sum((0, 1, 2))
+        g_res = gy_all if ctx.has_residual else None
+        return gu, guT, g_res, None, gW1, gb1, gW2, gb, gWs, gb.clone()
 
 
 def transposed_binary(u2n: Tensor, mask: FolnetMask) -> Tensor:
@@ -180,8 +278,11 @@ class FolnetLayer(nn.Module):
             u2 = (u2 + F.dropout(sum(binary), p=self.dropout, training=self.training)) * okf
         u1 = u1 + F.dropout(self.ffn1(self.ffn_ln1(u1)), p=self.dropout, training=self.training)
         u2n = self.ffn_ln2(u2)
-        u2 = (u2 + F.dropout(self.ffn2(u2n, transposed_binary(u2n, mask)), p=self.dropout,
-                             training=self.training)) * okf
+        u2T = transposed_binary(u2n, mask)
+        if self.training and self.dropout > 0:
+            u2 = (u2 + F.dropout(self.ffn2(u2n, u2T), p=self.dropout, training=True)) * okf
+        else:
+            u2 = self.ffn2(u2n, u2T, residual=u2, ok=okf)  # (u2 + bool2) · ok in one pass
         return u1, u2
 
 
