@@ -236,51 +236,74 @@ class FolnetLayer(nn.Module):
     def forward(self, u1: Tensor, u2: Tensor, mask: FolnetMask, cache: Optional[Dict[str, Tensor]] = None,
                 enc: Optional[dict] = None):
         ok = mask.pair_ok
-        okf = ok[..., None].to(u2.dtype)
+        dense = mask.dense and cache is None and enc is None  # every pair allowed: no mask arithmetic
+        okf = None if dense else ok[..., None].to(u2.dtype)
         u1n, u2n = self.ln1(u1), self.ln2(u2)
         unary = []
-        binary = []
+        acc2 = None  # (B, X, A, D2): sum of the binary writers, accumulated in place
         for ch, op in self.ops.items():
             if ch == "c":
                 # rows share one column set only without causality (or with one row)
                 shared = mask.trans.kind == "none" or ok.shape[1] == 1
                 rows = mask.trans.kind == "none" and ok.shape[1] == ok.shape[2]  # official: contract rows
-                out = op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok, shared or rows, transpose=rows)
+                out = op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok, shared or rows, transpose=rows,
+                         dense=dense)
                 unary.append(self.writers["c"](out.flatten(-2)))
             elif ch == "j":
-                unary.append(self.writers["j"](op(u2n, self._columns("j", op.columns(u1n), cache, enc), ok).flatten(-2)))
+                v = self._columns("j", op.columns(u1n), cache, enc)
+                unary.append(self.writers["j"](op(u2n, v, ok, dense=dense).flatten(-2)))
             elif ch == "m":
-                unary.append(self.writers["m"](op(u2n, ok).flatten(-2)))
-            elif ch == "a":
-                binary.append(self.writers["a"](op(u1n, self._columns("a", op.columns(u1n), cache, enc))))
-            elif ch == "p":
-                binary.append(self.writers["p"](op(u1n, u2n, ok)))
-            elif ch == "t":
-                v = op.rows(u2n)  # (B, D2, X, A)
-                if cache is not None:
-                    if "t" in cache:
-                        past = cache["t"]  # (B, H, Ap_rows, Ap_cols): new columns are zero for past rows
-                        past = F.pad(past, (0, v.shape[-1] - past.shape[-1]))
-                        v = torch.cat([past, v], dim=2)
-                    cache["t"] = v
-                v_enc = None
-                if enc is not None:
-                    if cache is not None and "enc.t" in cache:
-                        v_enc = cache["enc.t"]
-                    else:
-                        v_enc = op.rows_enc(enc["u2"])
-                        if cache is not None:
-                            cache["enc.t"] = v_enc
-                binary.append(op(u2n, v, mask.trans, v_enc, writer=self.writers["t"]))  # Wt · trans (B, X, A, D2), copy-free
+                unary.append(self.writers["m"](op(u2n, ok, dense=dense).flatten(-2)))
+        # binary writers: trans writes first (its writer takes every binary writer's bias), then
+        # assoc and prod accumulate their H -> D2 writers into the same tensor
+        bias2 = sum(self.writers[ch].bias for ch in self.binary_ops) if self.binary_ops else None
+        if "t" in self.ops:
+            op = self.ops["t"]
+            v = op.rows(u2n)  # (B, D2, X, A)
+            if cache is not None:
+                if "t" in cache:
+                    past = cache["t"]  # (B, H, Ap_rows, Ap_cols): new columns are zero for past rows
+                    past = F.pad(past, (0, v.shape[-1] - past.shape[-1]))
+                    v = torch.cat([past, v], dim=2)
+                cache["t"] = v
+            v_enc = None
+            if enc is not None:
+                if cache is not None and "enc.t" in cache:
+                    v_enc = cache["enc.t"]
+                else:
+                    v_enc = op.rows_enc(enc["u2"])
+                    if cache is not None:
+                        cache["enc.t"] = v_enc
+            # Wt · trans (B, X, A, D2), copy-free
+            acc2 = op(u2n, v, mask.trans, v_enc, writer=self.writers["t"], writer_bias=bias2, dense=dense)
+        for ch in "ap":
+            if ch not in self.ops:
+                continue
+            op = self.ops[ch]
+            if ch == "a":
+                o = op(u1n, self._columns("a", op.columns(u1n), cache, enc))  # (B, X, A, H)
+            else:
+                o = op(u1n, u2n, ok, dense=dense)
+            W = self.writers[ch].weight
+            if acc2 is None:
+                acc2 = torch.addmm(bias2, o.reshape(-1, o.shape[-1]), W.t()).view(*o.shape[:-1], -1)
+            else:
+                acc2.view(-1, W.shape[0]).addmm_(o.reshape(-1, o.shape[-1]), W.t())
         if unary:
             u1 = u1 + F.dropout(sum(unary), p=self.dropout, training=self.training)
-        if binary:
-            u2 = (u2 + F.dropout(sum(binary), p=self.dropout, training=self.training)) * okf
+        if acc2 is not None:
+            if self.training and self.dropout > 0:
+                u2 = u2 + F.dropout(acc2, p=self.dropout, training=True)
+            else:
+                u2 = acc2.add_(u2)
+            if okf is not None:
+                u2 = u2 * okf
         u1 = u1 + F.dropout(self.ffn1(self.ffn_ln1(u1)), p=self.dropout, training=self.training)
         u2n = self.ffn_ln2(u2)
-        u2T = transposed_binary(u2n, mask)
+        u2T = u2n.transpose(1, 2) if dense else transposed_binary(u2n, mask)
         if self.training and self.dropout > 0:
-            u2 = (u2 + F.dropout(self.ffn2(u2n, u2T), p=self.dropout, training=True)) * okf
+            u2 = u2 + F.dropout(self.ffn2(u2n, u2T), p=self.dropout, training=True)
+            u2 = u2 if okf is None else u2 * okf
         else:
             u2 = self.ffn2(u2n, u2T, residual=u2, ok=okf)  # (u2 + bool2) · ok in one pass
         return u1, u2

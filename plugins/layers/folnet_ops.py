@@ -62,6 +62,14 @@ def parse_ops(spec: str):
     return "".join(sorted(left.replace("b", ""))), "".join(sorted(right))
 
 
+def _softmax(logits: Tensor, ok: Tensor, dim: int, dense: bool) -> Tensor:
+    """``masked_softmax``; with ``dense`` (every entry allowed) the plain softmax, in the same precision."""
+    if not dense:
+        return masked_softmax(logits, ok, dim=dim)
+    acc = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    return torch.softmax(logits, dim=dim, dtype=acc).to(logits.dtype)
+
+
 def _heads(t: Tensor, H: int) -> Tensor:
     """(..., D1) -> (..., H, S)"""
     return t.view(*t.shape[:-1], H, t.shape[-1] // H)
@@ -100,26 +108,44 @@ class Cjoin(nn.Module):
     # rows per chunk of the exact path: keeps the (B, rows, A, H, S) tile near 2^22 elements
     TILE = 1 << 22
 
+    def _shared_softmax(self, Kf: Tensor, pair_ok: Tensor, dense: bool) -> Tensor:
+        """softmax_a K_sh(a) over the one column set every row shares, then dropout: (B, A, S, H)."""
+        if dense:
+            P = torch.softmax(Kf, dim=1)
+        else:
+            col_ok = pair_ok.any(dim=1)[:, :, None, None]  # (B, A, 1, 1): the one allowed set shared by the rows
+            shift = Kf.masked_fill(~col_ok, torch.finfo(Kf.dtype).min).amax(dim=1, keepdim=True)
+            E = torch.exp(Kf - shift.detach()) * col_ok.to(Kf.dtype)  # (B, A, S, H), max term 1
+            P = E / E.sum(dim=1, keepdim=True).clamp_min(1.0)  # softmax_a, a unary kernel
+        return F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:349
+
     def forward(self, K: Tensor, u2n: Tensor, pair_ok: Tensor, rows_share_columns: bool = False,
-                transpose: bool = False) -> Tensor:
+                transpose: bool = False, dense: bool = False) -> Tensor:
         """``rows_share_columns``: the caller guarantees that every row with an allowed
         column allows the *same* columns (mask kind ``none``, or a single query row).
         Then one shift per (b, h, s) is each row's own maximum and the cheap path is
         exact.  Otherwise (causal / prefix / encdec) every row gets its own masked
         shift, m(x) = max_{a: ok(x, a)} K(a), so no future column enters row x.
+        ``dense``: every pair is allowed (``FolnetMask.dense``), the masks are skipped.
         """
-        v = self.premise(u2n)  # (B, X, A, S)
-        if transpose:  # official encoder form: v_s(a, x); needs a square, symmetric pair_ok
-            v = v.transpose(1, 2)
-        v = v * pair_ok[..., None].to(u2n.dtype)
         acc = torch.float64 if K.dtype == torch.float64 else torch.float32
-        Kf, vf = K.to(acc), v.to(acc)
+        Kf = K.to(acc)
+        if transpose:
+            # official encoder form (folnet.py:350-351): u_sh(y) = sum_a P_sh(a) v_s(a, y), rows
+            # contracted; needs a square, symmetric pair_ok.  The premise is written channel-major
+            # v (B, S, A, Y) by its matmul, so the contraction is one batched matmul over (b, s).
+            v = _channel_major(self.premise, u2n)  # v_s(a, y) (B, S, A, Y)
+            if not dense:
+                v = v * pair_ok.transpose(1, 2)[:, None].to(v.dtype)  # ok(y, a)
+            P = self._shared_softmax(Kf, pair_ok, dense)  # (B, A, S, H)
+            out = torch.matmul(P.permute(0, 2, 3, 1), v.to(acc))  # (B, S, H, Y)
+            return out.permute(0, 3, 1, 2).to(u2n.dtype)  # (B, Y, S, H)
+        v = self.premise(u2n)  # (B, X, A, S)
+        if not dense:
+            v = v * pair_ok[..., None].to(u2n.dtype)
+        vf = v.to(acc)
         if rows_share_columns:
-            col_ok = pair_ok.any(dim=1)[:, :, None, None]  # (B, A, 1, 1): the one allowed set shared by the rows
-            shift = Kf.masked_fill(~col_ok, torch.finfo(acc).min).amax(dim=1, keepdim=True)
-            E = torch.exp(Kf - shift.detach()) * col_ok.to(acc)  # (B, A, S, H), max term 1
-            P = E / E.sum(dim=1, keepdim=True).clamp_min(1.0)  # softmax_a, a unary kernel
-            P = F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:349
+            P = self._shared_softmax(Kf, pair_ok, dense)
             return torch.einsum("bxah,bahs->bxhs", vf, P).to(u2n.dtype)  # rows without columns: v = 0
         # exact per-row masked softmax, in row chunks (recomputed in backward so
         # the (B, rows, A, H, S) probabilities are never all alive at once)
@@ -170,8 +196,8 @@ class Join(nn.Module):
     def columns_enc(self, enc: Tensor) -> Tensor:
         return _heads(self.premise_enc(enc), self.H)
 
-    def forward(self, u2n: Tensor, v: Tensor, pair_ok: Tensor) -> Tensor:
-        K = masked_softmax(self.kernel(u2n), pair_ok[..., None], dim=2)  # (B, X, A, H)
+    def forward(self, u2n: Tensor, v: Tensor, pair_ok: Tensor, dense: bool = False) -> Tensor:
+        K = _softmax(self.kernel(u2n), pair_ok[..., None], 2, dense)  # (B, X, A, H)
         K = F.dropout(K, p=self.dropout, training=self.training)  # folnet.py:380
         return torch.einsum("bxah,bahs->bxhs", K, v)
 
@@ -190,11 +216,12 @@ class Mu(nn.Module):
         # one reader D2 -> H + S without bias: kernel first, premise after (folnet.py:400-411)
         self.reader = nn.Linear(d2, heads + d1 // heads, bias=False)
 
-    def forward(self, u2n: Tensor, pair_ok: Tensor) -> Tensor:
-        r = self.reader(u2n)
-        K = masked_softmax(r[..., : self.H], pair_ok[..., None], dim=2)  # (B, X, A, H)
-        v = r[..., self.H:] * pair_ok[..., None].to(u2n.dtype)  # (B, X, A, S)
-        return torch.einsum("bxah,bxas->bxhs", K, v)
+    def forward(self, u2n: Tensor, pair_ok: Tensor, dense: bool = False) -> Tensor:
+        K, v = self.reader(u2n).split([self.H, self.reader.out_features - self.H], dim=-1)
+        K = _softmax(K, pair_ok[..., None], 2, dense)  # (B, X, A, H)
+        if not dense:
+            v = v * pair_ok[..., None].to(u2n.dtype)  # (B, X, A, S)
+        return torch.matmul(K.transpose(-1, -2), v)  # (B, X, H, S): per row x, K^T (H, A) @ v (A, S)
 
 
 class Assoc(nn.Module):
@@ -239,9 +266,11 @@ class Prod(nn.Module):
         self.kernel = nn.Linear(d1, d1)
         self.premise = nn.Linear(d2, d1 // heads)
 
-    def forward(self, u1n: Tensor, u2n: Tensor, pair_ok: Tensor) -> Tensor:
+    def forward(self, u1n: Tensor, u2n: Tensor, pair_ok: Tensor, dense: bool = False) -> Tensor:
         K = _heads(self.kernel(u1n), self.H) * self.scale  # (B, X, H, S)
-        v = self.premise(u2n) * pair_ok[..., None].to(u2n.dtype)  # (B, X, Y, S)
+        v = self.premise(u2n)  # (B, X, Y, S)
+        if not dense:
+            v = v * pair_ok[..., None].to(u2n.dtype)
         return torch.einsum("bxhw,bxyw->bxyh", K, v)
 
 
@@ -364,18 +393,26 @@ class Trans(nn.Module):
         return _channel_major(self.premise_enc, enc_u2n)  # v^E (B, D2, Ti, Ti)
 
     def forward(self, u2n: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor] = None,
-                writer: Optional[nn.Linear] = None) -> Tensor:
-        """out (B, X, Y, D2), or ``writer(out)`` (B, X, Y, D_out) when a writer is given."""
+                writer: Optional[nn.Linear] = None, writer_bias: Optional[Tensor] = None,
+                dense: bool = False) -> Tensor:
+        """out (B, X, Y, D2), or ``writer(out)`` (B, X, Y, D_out) when a writer is given
+        (``writer_bias`` replaces the writer's bias: the layer folds every writer's bias in).
+        ``dense`` (every pair allowed, ``FolnetMask.dense``) on CPU: softmax_a K @ v, no masks."""
         # K's bias is a per-channel constant under the softmax over a: left out (see _ToChannelMajor)
         K = _channel_major(self.kernel, u2n, add_bias=False)  # (B, D2, X, A) raw logits
-        if self.training and self.dropout > 0:
+        if dense and K.device.type == "cpu" and mask.kind == "none" and v_enc is None:
+            P = torch.softmax(K, dim=-1, dtype=torch.float64 if K.dtype == torch.float64 else torch.float32)
+            P = F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:502-503
+            out = torch.matmul(P, v.to(P.dtype)).to(K.dtype)  # (B, D2, X, Y)
+        elif self.training and self.dropout > 0:
             out = triton_kernels.trans_eager(K, v, mask, v_enc, dropout=self.dropout)  # (B, D2, X, Y)
         else:
             out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, D2, X, Y)
         B, D2, X, Y = out.shape
         if writer is None:
             return out.permute(0, 2, 3, 1)
-        p = _FromChannelMajor.apply(out.reshape(B, D2, X * Y), writer.weight, writer.bias)  # (B, X*Y, D_out)
+        bias = writer.bias if writer_bias is None else writer_bias
+        p = _FromChannelMajor.apply(out.reshape(B, D2, X * Y), writer.weight, bias)  # (B, X*Y, D_out)
         return p.view(B, X, Y, -1)
 
 
