@@ -217,11 +217,13 @@ class Mu(nn.Module):
         self.reader = nn.Linear(d2, heads + d1 // heads, bias=False)
 
     def forward(self, u2n: Tensor, pair_ok: Tensor, dense: bool = False) -> Tensor:
-        K, v = self.reader(u2n).split([self.H, self.reader.out_features - self.H], dim=-1)
-        K = _softmax(K, pair_ok[..., None], 2, dense)  # (B, X, A, H)
-        if not dense:
-            v = v * pair_ok[..., None].to(u2n.dtype)  # (B, X, A, S)
-        return torch.matmul(K.transpose(-1, -2), v)  # (B, X, H, S): per row x, K^T (H, A) @ v (A, S)
+        W = self.reader.weight  # (H + S, D2): kernel rows, then premise rows
+        K = _softmax(F.linear(u2n, W[: self.H]), pair_ok[..., None], 2, dense)  # (B, X, A, H), 0 where not ok
+        # sum_a K_h(x,a) v_s(x,a) with v = Wv u2n (no bias): contract a first, on the D2 atoms,
+        # then project, G_hc(x) = sum_a K_h(x,a) u2n_c(x,a), u_hs(x) = sum_c Wv_sc G_hc(x); the
+        # premise mask is implied (K is 0 where not ok), and the (B, X, A, S) premise never exists
+        G = torch.matmul(K.transpose(-1, -2), u2n)  # (B, X, H, D2)
+        return torch.matmul(G, W[self.H:].t())  # (B, X, H, S)
 
 
 class Assoc(nn.Module):
@@ -268,10 +270,15 @@ class Prod(nn.Module):
 
     def forward(self, u1n: Tensor, u2n: Tensor, pair_ok: Tensor, dense: bool = False) -> Tensor:
         K = _heads(self.kernel(u1n), self.H) * self.scale  # (B, X, H, S)
-        v = self.premise(u2n)  # (B, X, Y, S)
+        # sum_w K_hw(x) (Wp u2n(x,y) + bp)_w: the premise projection folded into the unary kernel,
+        # Kp_hc(x) = sum_w K_hw(x) Wp_wc, so the (B, X, Y, S) premise never exists
+        Kp = torch.matmul(K, self.premise.weight)  # (B, X, H, D2)
+        out = torch.matmul(u2n, Kp.transpose(-1, -2))  # (B, X, Y, H)
+        if self.premise.bias is not None:
+            out = out + torch.matmul(K, self.premise.bias)[:, :, None, :]  # sum_w K_hw(x) bp_w
         if not dense:
-            v = v * pair_ok[..., None].to(u2n.dtype)
-        return torch.einsum("bxhw,bxyw->bxyh", K, v)
+            out = out * pair_ok[..., None].to(out.dtype)  # the premise mask, v(x, y) = 0 where not ok
+        return out
 
 
 class _ToChannelMajor(torch.autograd.Function):
