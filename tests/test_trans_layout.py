@@ -94,6 +94,13 @@ def test_projection_functions_gradcheck():
         assert torch.autograd.gradcheck(lambda x, w, b: _ToChannelMajor.apply(x, w, b, add_bias), (x, w, b))
     o = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(_FromChannelMajor.apply, (o, w, b))
+    # the layer's fused writer sum: + x2 w2^T + residual
+    x2 = torch.randn(2, 5, 6, dtype=torch.float64, requires_grad=True)
+    w2 = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    res = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(_FromChannelMajor.apply, (o, w, b, x2, w2, res))
+    torch.testing.assert_close(_FromChannelMajor.apply(o, w, b, x2, w2, res),
+                               o.transpose(1, 2) @ w.t() + b + x2 @ w2.t() + res)
     y = _ToChannelMajor.apply(x, w, b, True)
     assert y.is_contiguous() and y.shape == (2, 4, 5)
     torch.testing.assert_close(y, (x @ w.t() + b).transpose(1, 2))

@@ -240,7 +240,6 @@ class FolnetLayer(nn.Module):
         okf = None if dense else ok[..., None].to(u2.dtype)
         u1n, u2n = self.ln1(u1), self.ln2(u2)
         unary = []
-        acc2 = None  # (B, X, A, D2): sum of the binary writers, accumulated in place
         for ch, op in self.ops.items():
             if ch == "c":
                 # rows share one column set only without causality (or with one row)
@@ -254,9 +253,24 @@ class FolnetLayer(nn.Module):
                 unary.append(self.writers["j"](op(u2n, v, ok, dense=dense).flatten(-2)))
             elif ch == "m":
                 unary.append(self.writers["m"](op(u2n, ok, dense=dense).flatten(-2)))
-        # binary writers: trans writes first (its writer takes every binary writer's bias), then
-        # assoc and prod accumulate their H -> D2 writers into the same tensor
+        # binary writers, one output tensor: assoc and prod (H -> D2 each) as one matmul on their
+        # concatenated outputs, every writer's bias, and (dropout inactive) the residual u2, all
+        # added inside trans's writer when trans is on
+        u2_res = None if (self.training and self.dropout > 0) else u2
         bias2 = sum(self.writers[ch].bias for ch in self.binary_ops) if self.binary_ops else None
+        ap = [ch for ch in "ap" if ch in self.ops]
+        x2 = w2 = None
+        if ap:
+            outs = []
+            for ch in ap:
+                op = self.ops[ch]
+                if ch == "a":
+                    outs.append(op(u1n, self._columns("a", op.columns(u1n), cache, enc)))  # (B, X, A, H)
+                else:
+                    outs.append(op(u1n, u2n, ok, dense=dense))  # (B, X, A, H)
+            x2 = torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]
+            w2 = torch.cat([self.writers[ch].weight for ch in ap], dim=1) if len(ap) > 1 else self.writers[ap[0]].weight
+        acc2 = None  # (B, X, A, D2): u2_res + sum of the binary writers
         if "t" in self.ops:
             op = self.ops["t"]
             v = op.rows(u2n)  # (B, D2, X, A)
@@ -274,28 +288,15 @@ class FolnetLayer(nn.Module):
                     v_enc = op.rows_enc(enc["u2"])
                     if cache is not None:
                         cache["enc.t"] = v_enc
-            # Wt · trans (B, X, A, D2), copy-free
-            acc2 = op(u2n, v, mask.trans, v_enc, writer=self.writers["t"], writer_bias=bias2, dense=dense)
-        for ch in "ap":
-            if ch not in self.ops:
-                continue
-            op = self.ops[ch]
-            if ch == "a":
-                o = op(u1n, self._columns("a", op.columns(u1n), cache, enc))  # (B, X, A, H)
-            else:
-                o = op(u1n, u2n, ok, dense=dense)
-            W = self.writers[ch].weight
-            if acc2 is None:
-                acc2 = torch.addmm(bias2, o.reshape(-1, o.shape[-1]), W.t()).view(*o.shape[:-1], -1)
-            else:
-                acc2.view(-1, W.shape[0]).addmm_(o.reshape(-1, o.shape[-1]), W.t())
+            acc2 = op(u2n, v, mask.trans, v_enc, writer=self.writers["t"], writer_bias=bias2,
+                      writer_extra=None if x2 is None else (x2, w2), residual=u2_res, dense=dense)
+        elif x2 is not None:
+            acc2 = torch.addmm(bias2, x2.reshape(-1, x2.shape[-1]), w2.t()).view(*x2.shape[:-1], -1)
+            acc2 = acc2 if u2_res is None else acc2 + u2_res
         if unary:
             u1 = u1 + F.dropout(sum(unary), p=self.dropout, training=self.training)
         if acc2 is not None:
-            if self.training and self.dropout > 0:
-                u2 = u2 + F.dropout(acc2, p=self.dropout, training=True)
-            else:
-                u2 = acc2.add_(u2)
+            u2 = acc2 if u2_res is not None else u2 + F.dropout(acc2, p=self.dropout, training=True)
             if okf is not None:
                 u2 = u2 * okf
         u1 = u1 + F.dropout(self.ffn1(self.ffn_ln1(u1)), p=self.dropout, training=self.training)

@@ -320,36 +320,52 @@ class _ToChannelMajor(torch.autograd.Function):
 
 
 class _FromChannelMajor(torch.autograd.Function):
-    """p[b] = o[b]^T W^T + bias for channel-major o (B, Cin, N) -> p (B, N, Cout) contiguous.
+    """p[b] = o[b]^T W^T + bias [+ x2[b] W2^T] [+ residual[b]] for channel-major o (B, Cin, N)
+    -> p (B, N, Cout) contiguous.
 
     The output projection reads the kernel's output through a transposed view,
     and its backward writes the gradient for o channel-major and contiguous
     (W^T grad_p^T), which is the layout the kernels' backward reads.
+    Optional, for the layer's sum of binary writers: ``x2`` (B, N, K2) channel-last
+    with its weight ``w2`` (Cout, K2) (assoc and prod's writers) and ``residual``
+    (B, N, Cout) are added inside the same output tensor (no autograd in-place
+    ops on views, no extra full-size sums).
     """
 
     @staticmethod
-    def forward(ctx, o, weight, bias):
+    def forward(ctx, o, weight, bias, x2=None, w2=None, residual=None):
         B = o.shape[0]
         p = torch.bmm(o.transpose(1, 2), weight.t().expand(B, -1, -1))   # (B, N, Cout)
+        if x2 is not None:
+            p.view(-1, p.shape[-1]).addmm_(x2.reshape(-1, x2.shape[-1]), w2.t().to(p.dtype))
         if bias is not None:
             p.add_(bias.to(p.dtype))
-        ctx.save_for_backward(o, weight)
-        ctx.has_bias = bias is not None
+        if residual is not None:
+            p.add_(residual.reshape(p.shape))
+        ctx.save_for_backward(o, weight, x2, w2)
+        ctx.has_bias, ctx.res_shape = bias is not None, None if residual is None else residual.shape
         return p
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, gp):
-        o, weight = ctx.saved_tensors
+        o, weight, x2, w2 = ctx.saved_tensors
         B = o.shape[0]
-        go = gw = gb = None
+        go = gw = gb = gx2 = gw2 = gres = None
         if ctx.needs_input_grad[0]:
             go = torch.bmm(weight.t().to(gp.dtype).expand(B, -1, -1), gp.transpose(1, 2)).to(o.dtype)  # (B, Cin, N)
         if ctx.needs_input_grad[1]:
             gw = torch.bmm(gp.transpose(1, 2), o.transpose(1, 2).to(gp.dtype)).sum(0).to(weight.dtype)  # (Cout, Cin)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = gp.sum((0, 1)).to(weight.dtype)
-        return go, gw, gb
+        g2 = gp.reshape(-1, gp.shape[-1])
+        if x2 is not None and ctx.needs_input_grad[3]:
+            gx2 = (g2 @ w2.to(gp.dtype)).view(x2.shape).to(x2.dtype)
+        if x2 is not None and ctx.needs_input_grad[4]:
+            gw2 = (g2.t() @ x2.reshape(-1, x2.shape[-1]).to(gp.dtype)).to(w2.dtype)
+        if ctx.res_shape is not None and ctx.needs_input_grad[5]:
+            gres = gp.reshape(ctx.res_shape)
+        return go, gw, gb, gx2, gw2, gres
 
 
 def _channel_major(linear: nn.Linear, t: Tensor, add_bias: bool = True) -> Tensor:
@@ -401,9 +417,12 @@ class Trans(nn.Module):
 
     def forward(self, u2n: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor] = None,
                 writer: Optional[nn.Linear] = None, writer_bias: Optional[Tensor] = None,
+                writer_extra: Optional[tuple] = None, residual: Optional[Tensor] = None,
                 dense: bool = False) -> Tensor:
-        """out (B, X, Y, D2), or ``writer(out)`` (B, X, Y, D_out) when a writer is given
-        (``writer_bias`` replaces the writer's bias: the layer folds every writer's bias in).
+        """out (B, X, Y, D2), or ``writer(out)`` (B, X, Y, D_out) when a writer is given.
+        For the layer's sum of binary writers: ``writer_bias`` replaces the writer's bias,
+        ``writer_extra`` = (x2 (B, X, Y, K2), w2 (D_out, K2)) adds x2 w2^T and ``residual``
+        (B, X, Y, D_out) is added, all in the writer's output (``_FromChannelMajor``).
         ``dense`` (every pair allowed, ``FolnetMask.dense``) on CPU: softmax_a K @ v, no masks."""
         # K's bias is a per-channel constant under the softmax over a: left out (see _ToChannelMajor)
         K = _channel_major(self.kernel, u2n, add_bias=False)  # (B, D2, X, A) raw logits
@@ -419,8 +438,9 @@ class Trans(nn.Module):
         if writer is None:
             return out.permute(0, 2, 3, 1)
         bias = writer.bias if writer_bias is None else writer_bias
-        p = _FromChannelMajor.apply(out.reshape(B, D2, X * Y), writer.weight, bias)  # (B, X*Y, D_out)
-        return p.view(B, X, Y, -1)
+        x2, w2 = writer_extra if writer_extra is not None else (None, None)
+        p = _FromChannelMajor.apply(out.reshape(B, D2, X * Y), writer.weight, bias, x2, w2, residual)
+        return p.view(B, X, Y, -1)  # (B, X, Y, D_out)
 
 
 UNARY_MODULES = {"c": Cjoin, "j": Join, "m": Mu}
