@@ -63,3 +63,57 @@ def test_binary_bool_gradcheck(monkeypatch):
         return _BinaryBoolFn.apply(u, u.transpose(1, 2), res, ok, *ps)
 
     assert torch.autograd.gradcheck(f, (u, res) + params)
+
+
+def _layer_and_inputs(B=2, T=6, seed=0):
+    from plugins.layers.folnet_layer import FolnetLayer
+    torch.manual_seed(seed)
+    layer = FolnetLayer(d1=6, d2=4, heads=2, ffn1=7, ffn2=6, unary_ops="cjm", binary_ops="apt",
+                        trans_impl="torch").double().eval()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.normal_(0, 0.5)
+    g = torch.Generator().manual_seed(seed + 1)
+    u1 = torch.randn(B, T, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    u2 = torch.randn(B, T, T, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    return layer, u1, u2
+
+
+def test_dense_mask_path_equals_masked_path():
+    """FolnetMask.dense skips the mask arithmetic: on an unpadded encoder batch the layer
+    (and the stack's final LN) give the same outputs and gradients with dense forced off."""
+    import dataclasses
+    from plugins.layers.folnet_masks import self_mask
+    layer, u1, u2 = _layer_and_inputs()
+    mask = self_mask("none", torch.zeros(2, 6, dtype=torch.bool))
+    assert mask.dense
+    masked = dataclasses.replace(mask, dense=False)
+    outs = [layer(u1, u2, m) for m in (mask, masked)]
+    g1, g2 = torch.randn_like(outs[0][0]), torch.randn_like(outs[0][1])
+    grads = [torch.autograd.grad(o, [u1, u2] + list(layer.parameters()), [g1, g2]) for o in outs]
+    for a, b in zip(outs[0] + grads[0], outs[1] + grads[1]):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    # padding or causality: never dense
+    assert not self_mask("none", torch.tensor([[False] * 5 + [True]] * 2)).dense
+    assert not self_mask("causal", torch.zeros(2, 6, dtype=torch.bool)).dense
+
+
+@pytest.mark.parametrize("pad", [False, True])
+def test_layer_dropout_branch_is_wired_like_eval(pad):
+    """Training with a tiny dropout takes the unfused branches (u2 + dropout(writers), bool
+    without the fused residual); with p -> 0 it must equal the fused eval path."""
+    from plugins.layers.folnet_masks import self_mask
+    layer, u1, u2 = _layer_and_inputs()
+    kp = torch.zeros(2, 6, dtype=torch.bool)
+    if pad:
+        kp[1, 4:] = True
+    mask = self_mask("none", kp)
+    want = layer(u1, u2, mask)
+    layer.train()
+    for m in layer.modules():
+        if hasattr(m, "dropout") and isinstance(m.dropout, float):
+            m.dropout = 1e-12
+    torch.manual_seed(0)
+    got = layer(u1, u2, mask)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)

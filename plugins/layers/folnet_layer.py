@@ -340,5 +340,5 @@ class FolnetStack(nn.Module):
                 u1, u2 = layer(u1, u2, mask, cache, enc)
             if return_all_hiddens:
                 hiddens.append(u1)
-        u2 = self.ln2(u2) * mask.pair_ok[..., None].to(u2.dtype)
+        u2 = self.ln2(u2) if mask.dense else self.ln2(u2) * mask.pair_ok[..., None].to(u2.dtype)
         return self.ln1(u1), u2, hiddens
