@@ -86,7 +86,9 @@ class _BinaryBoolFn(torch.autograd.Function):
     floats, cache-sized on CPU) goes through every step at once: gather [u; uT]
     (no full-size concatenation; uT may be a transposed view), fc1, GELU, fc2 and
     the skip accumulated into the output, the residual and the pair mask.
-    Backward recomputes the input block and GELU from the saved pre-activation and
+    Backward recomputes the input block and GELU from the saved pre-activation (kept
+    as one tensor per block: one whole (B, X, A, F2) buffer, 32 MiB at folnet_base
+    widths, T=128, batch 2, is mmap-allocated by glibc and page-faults afresh every step) and
     accumulates the weight gradients block by block.  The arithmetic is the
     formula's (same products and sums); only the order of the weight-gradient
     sums over pairs differs.  CPU only (``BinaryBool`` runs the plain formula elsewhere).
@@ -116,15 +118,15 @@ class _BinaryBoolFn(torch.autograd.Function):
         B, X, A, D = u.shape
         Fh = W1.shape[0]
         out = torch.empty(B, X, A, D, dtype=u.dtype, device=u.device)
-        Z = torch.empty(B, X, A, Fh, dtype=u.dtype, device=u.device)  # pre-activation, saved
+        Zs = []  # pre-activation per block, saved (block-sized allocations)
         steps = list(_BinaryBoolFn._steps(u))
         buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
         bo = b2 + bs
         for b, x0, x1 in steps:
             n = (x1 - x0) * A
             xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
-            z = Z[b, x0:x1].view(n, Fh)
-            torch.addmm(b1, xi, W1.t(), out=z)
+            z = torch.addmm(b1, xi, W1.t())
+            Zs.append(z)
             o = out[b, x0:x1].view(n, D)
             torch.addmm(bo, F.gelu(z), W2.t(), out=o)
             o.addmm_(xi[:, D:], Ws.t())
@@ -132,14 +134,14 @@ class _BinaryBoolFn(torch.autograd.Function):
                 o.add_(residual[b, x0:x1].reshape(n, D))
             if ok is not None:
                 o.mul_(ok[b, x0:x1].reshape(n, 1))
-        ctx.save_for_backward(u, uT, ok, W1, W2, Ws, Z)
+        ctx.save_for_backward(u, uT, ok, W1, W2, Ws, *Zs)
         ctx.has_residual = residual is not None
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, gout):
-        u, uT, ok, W1, W2, Ws, Z = ctx.saved_tensors
+        u, uT, ok, W1, W2, Ws, *Zs = ctx.saved_tensors
         B, X, A, D = u.shape
         Fh = W1.shape[0]
         gy_all = gout * ok if ok is not None else gout.contiguous()  # d/d(residual + bool)
@@ -148,10 +150,9 @@ class _BinaryBoolFn(torch.autograd.Function):
         gb1 = W1.new_zeros(Fh)
         steps = list(_BinaryBoolFn._steps(u))
         buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
-        for b, x0, x1 in steps:
+        for (b, x0, x1), z in zip(steps, Zs):
             n = (x1 - x0) * A
             xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
-            z = Z[b, x0:x1].view(n, Fh)
             gy = gy_all[b, x0:x1].view(n, D)
             gW2.addmm_(gy.t(), F.gelu(z))
             gWs.addmm_(gy.t(), xi[:, D:])
