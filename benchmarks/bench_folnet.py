@@ -22,7 +22,8 @@ right shapes, at the largest T.
     python benchmarks/bench_folnet.py --full --official-repo /tmp/folnet_official
         # + the authors' model (tencent-ailab/FOLNet folnet.py, imported from that checkout,
         #   never copied here) as a third column, same process, same batch, same MLM step
-No speed target yet (issue 3).
+Issue 7's target at T=128 (CPU, one thread, batch 2): ours >= 1.5x faster than the official code
+and <= 3.6x RoBERTa; figures in docs/benchmarks.md.
 """
 import argparse
 import sys
@@ -172,18 +173,19 @@ def op_breakdown(cfg, T, batch, device, repeats, dtype=torch.float32):
     ops.update({ch: BINARY_MODULES[ch](d1, d2, H).to(device, dtype) for ch in "ap"})
     ops["t"] = Trans(d1, d2, H, impl=str(cfg.folnet_trans_impl)).to(device, dtype)
     writer_t = torch.nn.Linear(d2, d2).to(device, dtype)
+    dense = mask.dense  # as in the layer: an unpadded encoder batch on CPU skips the mask arithmetic
     calls = {
-        "cjoin (c)": lambda: ops["c"](ops["c"].columns(u1n), u2n, ok, True, transpose=True),  # encoder form
-        "join (j)": lambda: ops["j"](u2n, ops["j"].columns(u1n), ok),
-        "mu (m)": lambda: ops["m"](u2n, ok),
+        "cjoin (c)": lambda: ops["c"](ops["c"].columns(u1n), u2n, ok, True, transpose=True, dense=dense),  # encoder
+        "join (j)": lambda: ops["j"](u2n, ops["j"].columns(u1n), ok, dense=dense),
+        "mu (m)": lambda: ops["m"](u2n, ok, dense=dense),
         "assoc (a)": lambda: ops["a"](u1n, ops["a"].columns(u1n)),
-        "prod (p)": lambda: ops["p"](u1n, u2n, ok),
-        "trans (t)": lambda: ops["t"](u2n, ops["t"].rows(u2n), mask.trans, writer=writer_t),
+        "prod (p)": lambda: ops["p"](u1n, u2n, ok, dense=dense),
+        "trans (t)": lambda: ops["t"](u2n, ops["t"].rows(u2n), mask.trans, writer=writer_t, dense=dense),
     }
     ffn1 = BoolFFN(d1, cfg.folnet_ffn_unary, 0.0).to(device, dtype)
     ffn2 = BinaryBool(d2, cfg.folnet_ffn_binary).to(device, dtype)
     calls["bool FFN unary"] = lambda: ffn1(u1n)
-    calls["bool FFN binary"] = lambda: ffn2(u2n, u2n.transpose(1, 2))
+    calls["bool FFN binary"] = lambda: ffn2(u2n, u2n.transpose(1, 2))  # (the layer also fuses its residual in)
     times = {}
     for name, fn in calls.items():
         ts = []

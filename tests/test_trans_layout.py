@@ -94,6 +94,13 @@ def test_projection_functions_gradcheck():
         assert torch.autograd.gradcheck(lambda x, w, b: _ToChannelMajor.apply(x, w, b, add_bias), (x, w, b))
     o = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(_FromChannelMajor.apply, (o, w, b))
+    # the layer's fused writer sum: + x2 w2^T + residual
+    x2 = torch.randn(2, 5, 6, dtype=torch.float64, requires_grad=True)
+    w2 = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    res = torch.randn(2, 5, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(_FromChannelMajor.apply, (o, w, b, x2, w2, res))
+    torch.testing.assert_close(_FromChannelMajor.apply(o, w, b, x2, w2, res),
+                               o.transpose(1, 2) @ w.t() + b + x2 @ w2.t() + res)
     y = _ToChannelMajor.apply(x, w, b, True)
     assert y.is_contiguous() and y.shape == (2, 4, 5)
     torch.testing.assert_close(y, (x @ w.t() + b).transpose(1, 2))
@@ -158,3 +165,59 @@ def test_copy_counter_sees_the_old_layout(monkeypatch):
 
     hits = _full_size_copies(step, B * D2 * T * T // 4)
     assert len(hits) >= 5, hits
+
+
+def _naive_dropout_trans(mod: Trans, writer: nn.Linear, u2n, kind, key_padding, keep):
+    """Official trans with kernel dropout (folnet.py:502-503), channel-last and written out:
+    u_d(x, y) = sum_a [softmax_{allowed a} K_d(x, ·)](a) · keep_d(x, a) · v_d(a, y) · ok(a, y),
+    keep (B, D2, X, A) in {0, 1/(1-p)}; rows with no allowed a give 0."""
+    B, T = key_padding.shape
+    valid = ~key_padding
+    rel = torch.ones(T, T, dtype=torch.bool) if kind == "none" else torch.ones(T, T, dtype=torch.bool).tril()
+    ok = valid[:, :, None] & valid[:, None, :] & rel                         # (B, X, A)
+    K = u2n @ mod.kernel.weight.t()                                           # (B, X, A, D2)
+    V = (u2n @ mod.premise.weight.t()) * ok[..., None]                        # (B, A, Y, D2)
+    P = torch.softmax(K.masked_fill(~ok[..., None], float("-inf")), dim=2).nan_to_num(0.0)
+    P = P * keep.permute(0, 2, 3, 1)
+    return writer(torch.einsum("bxad,bayd->bxyd", P, V))
+
+
+@pytest.mark.parametrize("kind", ["none", "causal"])
+def test_trans_kernel_dropout_equals_naive_formula(kind):
+    """Training with dropout: the softmaxed kernel is dropped out, the premise and output are not.
+
+    Both sides draw the keep mask from the same seeded RNG stream: the naive side
+    as F.dropout of ones of the kernel's shape (B, D2, X, A)."""
+    torch.manual_seed(0)
+    B, T, D2, p = 2, 7, 5, 0.4
+    mod = Trans(16, D2, 4, impl="torch", dropout=p).double().train()
+    writer = nn.Linear(D2, D2).double()
+    kp = torch.zeros(B, T, dtype=torch.bool)
+    kp[1, 5:] = True
+    u2n = torch.randn(B, T, T, D2, dtype=torch.float64, requires_grad=True)
+    torch.manual_seed(123)
+    got = mod(u2n, mod.rows(u2n), TransMask(kind, key_padding=kp), writer=writer)
+    torch.manual_seed(123)
+    keep = torch.nn.functional.dropout(torch.ones(B, D2, T, T, dtype=torch.float64), p=p, training=True)
+    assert (keep == 0).float().mean() > 0.2 and (keep > 0).any()
+    want = _naive_dropout_trans(mod, writer, u2n, kind, kp, keep)
+    torch.testing.assert_close(got, want)
+    params = [u2n, mod.kernel.weight, mod.premise.weight, writer.weight]
+    g = torch.randn_like(got)
+    for a, b in zip(torch.autograd.grad(got, params, g), torch.autograd.grad(want, params, g)):
+        torch.testing.assert_close(a, b)
+    # eval (and p = 0) take the kernel entry point: no dropout
+    ones = torch.ones_like(keep)
+    mod.eval()
+    torch.testing.assert_close(mod(u2n, mod.rows(u2n), TransMask(kind, key_padding=kp), writer=writer),
+                               _naive_dropout_trans(mod, writer, u2n, kind, kp, ones))
+    mod.train()
+    mod.dropout = 0.0
+    torch.testing.assert_close(mod(u2n, mod.rows(u2n), TransMask(kind, key_padding=kp), writer=writer),
+                               _naive_dropout_trans(mod, writer, u2n, kind, kp, ones))
+
+
+def test_layer_passes_its_dropout_to_trans():
+    from plugins.layers.folnet_layer import FolnetLayer
+    layer = FolnetLayer(d1=8, d2=4, heads=2, ffn1=8, ffn2=8, unary_ops="cjm", binary_ops="apt", dropout=0.3)
+    assert layer.ops["t"].dropout == 0.3 == layer.ops["c"].dropout == layer.ops["j"].dropout

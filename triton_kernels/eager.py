@@ -9,6 +9,7 @@ accumulates it in fp32 internally), the matmul with the input dtype's tensor
 cores and fp32 accumulation.
 
     p     = softmax_a( K(x, a) masked to the allowed a )      (B, H, Tq, A)
+    p     = dropout(p)            (only with ``dropout`` > 0: training, as folnet.py:502-503)
     out   = p @ (v masked to the allowed (a, y))               (B, H, Tq, Y)
     out(x, ·) = 0 for rows x with no allowed a
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from .reference import TransMask, allowed_masks
@@ -35,13 +37,17 @@ def premise(v: Tensor, v_enc: Optional[Tensor], mask: TransMask) -> Tensor:
 
 
 def trans_eager(K: Tensor, v: Tensor, mask: Optional[TransMask] = None, v_enc: Optional[Tensor] = None,
-                masks=None) -> Tensor:
-    """Masked softmax -> matmul -> row mask, in K's dtype.  ``masks`` = (k_ok, v_ok)
-    from ``allowed_masks`` may be passed in to keep their construction out of timings."""
+                masks=None, dropout: float = 0.0) -> Tensor:
+    """Masked softmax -> [dropout] -> matmul -> row mask, in K's dtype.  ``masks`` = (k_ok, v_ok)
+    from ``allowed_masks`` may be passed in to keep their construction out of timings.
+    ``dropout`` > 0 drops entries of the softmaxed kernel p (B, H, Tq, A) and rescales
+    the kept ones by 1 / (1 - dropout), like ``F.dropout`` in training mode."""
     mask = mask or TransMask()
     k_ok, v_ok = masks if masks is not None else allowed_masks(K, v, mask, v_enc)
     k_ok, v_ok = k_ok[:, None], v_ok[:, None]                     # broadcast over heads
     V = premise(v.to(K.dtype), v_enc, mask)
     p = torch.softmax(K.masked_fill(~k_ok, torch.finfo(K.dtype).min), dim=-1)
+    if dropout > 0:
+        p = F.dropout(p, p=dropout, training=True)
     out = torch.matmul(p, V.masked_fill(~v_ok, 0))
     return out.masked_fill(~k_ok.any(-1, keepdim=True), 0)

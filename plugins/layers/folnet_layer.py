@@ -59,6 +59,8 @@ class BinaryBool(nn.Module):
     """b (binary): u(x, y) = W2 GELU(W1 [u(x,y); uT(x,y)]) + Ws uT(x,y)   (folnet.py:559-571)
 
     u, uT (B, X, A, D2) -> (B, X, A, D2); uT is u(y, x) (encoder) or its causal-safe form.
+    ``residual`` (B, X, A, D2) and ``ok`` (B, X, A, 1) give the layer's update
+    (residual + b(u, uT)) · ok in the same pass (see ``_BinaryBoolFn``).
     """
 
     def __init__(self, dim: int, hidden: int):
@@ -67,8 +69,105 @@ class BinaryBool(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
         self.skip = nn.Linear(dim, dim)
 
-    def forward(self, u: Tensor, uT: Tensor) -> Tensor:
-        return self.fc2(F.gelu(self.fc1(torch.cat([u, uT], dim=-1)))) + self.skip(uT)
+    def forward(self, u: Tensor, uT: Tensor, residual: Optional[Tensor] = None, ok: Optional[Tensor] = None) -> Tensor:
+        if u.device.type == "cpu" and not torch.is_autocast_enabled(u.device.type):
+            return _BinaryBoolFn.apply(u, uT, residual, ok, self.fc1.weight, self.fc1.bias, self.fc2.weight,
+                                       self.fc2.bias, self.skip.weight, self.skip.bias)
+        # elsewhere the plain formula (big cuBLAS matmuls; autocast casts the linears)
+        out = self.fc2(F.gelu(self.fc1(torch.cat([u, uT], dim=-1)))) + self.skip(uT)
+        out = out if residual is None else residual + out
+        return out if ok is None else out * ok
+
+
+class _BinaryBoolFn(torch.autograd.Function):
+    """(residual + W2 GELU(W1 [u; uT] + b1) + b2 + Ws uT + bs) · ok, in blocks of rows.
+
+    The (B, X, A, 2·D2 -> F2) hidden layer is 4x wider than the binary atoms; run
+    whole, its GELU and bias/residual passes stream tensors of F2 channels through
+    main memory.  Here each block of ``ROWS`` pairs (the hidden block is F2·ROWS
+    floats, cache-sized on CPU) goes through every step at once: gather [u; uT]
+    (no full-size concatenation; uT may be a transposed view), fc1, GELU, fc2 and
+    the skip accumulated into the output, the residual and the pair mask.
+    Backward recomputes the input block and GELU from the saved pre-activation (kept
+    as one tensor per block: one whole (B, X, A, F2) buffer, 32 MiB at folnet_base
+    widths, T=128, batch 2, is mmap-allocated by glibc and page-faults afresh every step) and
+    accumulates the weight gradients block by block.  The arithmetic is the
+    formula's (same products and sums); only the order of the weight-gradient
+    sums over pairs differs.  CPU only (``BinaryBool`` runs the plain formula elsewhere).
+    """
+
+    ROWS = 1 << 12
+
+    @staticmethod
+    def _steps(u: Tensor):
+        B, X, A, _ = u.shape
+        step = max(1, _BinaryBoolFn.ROWS // A)
+        for b in range(B):
+            for x0 in range(0, X, step):
+                yield b, x0, min(X, x0 + step)
+
+    @staticmethod
+    def _gather(buf: Tensor, u: Tensor, uT: Tensor, b: int, x0: int, x1: int) -> Tensor:
+        D = u.shape[-1]
+        xi = buf[: (x1 - x0) * u.shape[2]]
+        v = xi.view(x1 - x0, u.shape[2], 2 * D)
+        v[..., :D].copy_(u[b, x0:x1])
+        v[..., D:].copy_(uT[b, x0:x1])
+        return xi  # (rows, 2·D2): [u; uT]
+
+    @staticmethod
+    def forward(ctx, u, uT, residual, ok, W1, b1, W2, b2, Ws, bs):
+        B, X, A, D = u.shape
+        Fh = W1.shape[0]
+        out = torch.empty(B, X, A, D, dtype=u.dtype, device=u.device)
+        Zs = []  # pre-activation per block, saved (block-sized allocations)
+        steps = list(_BinaryBoolFn._steps(u))
+        buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
+        bo = b2 + bs
+        for b, x0, x1 in steps:
+            n = (x1 - x0) * A
+            xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
+            z = torch.addmm(b1, xi, W1.t())
+            Zs.append(z)
+            o = out[b, x0:x1].view(n, D)
+            torch.addmm(bo, F.gelu(z), W2.t(), out=o)
+            o.addmm_(xi[:, D:], Ws.t())
+            if residual is not None:
+                o.add_(residual[b, x0:x1].reshape(n, D))
+            if ok is not None:
+                o.mul_(ok[b, x0:x1].reshape(n, 1))
+        ctx.save_for_backward(u, uT, ok, W1, W2, Ws, *Zs)
+        ctx.has_residual = residual is not None
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gout):
+        u, uT, ok, W1, W2, Ws, *Zs = ctx.saved_tensors
+        B, X, A, D = u.shape
+        Fh = W1.shape[0]
+        gy_all = gout * ok if ok is not None else gout.contiguous()  # d/d(residual + bool)
+        gu, guT = torch.empty_like(u, memory_format=torch.contiguous_format), torch.empty_like(gy_all)
+        gW1, gW2, gWs = torch.zeros_like(W1), torch.zeros_like(W2), torch.zeros_like(Ws)
+        gb1 = W1.new_zeros(Fh)
+        steps = list(_BinaryBoolFn._steps(u))
+        buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
+        for (b, x0, x1), z in zip(steps, Zs):
+            n = (x1 - x0) * A
+            xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
+            gy = gy_all[b, x0:x1].view(n, D)
+            gW2.addmm_(gy.t(), F.gelu(z))
+            gWs.addmm_(gy.t(), xi[:, D:])
+            gz = torch.ops.aten.gelu_backward(gy @ W2, z)
+            gW1.addmm_(gz.t(), xi)
+            gb1 += gz.sum(0)
+            gx = gz @ W1  # (rows, 2·D2)
+            gx[:, D:].addmm_(gy, Ws)
+            gu[b, x0:x1].view(n, D).copy_(gx[:, :D])
+            guT[b, x0:x1].view(n, D).copy_(gx[:, D:])
+        gb = gy_all.sum((0, 1, 2))
+        g_res = gy_all if ctx.has_residual else None
+        return gu, guT, g_res, None, gW1, gb1, gW2, gb, gWs, gb.clone()
 
 
 def transposed_binary(u2n: Tensor, mask: FolnetMask) -> Tensor:
@@ -112,7 +211,8 @@ class FolnetLayer(nn.Module):
             ops[ch] = UNARY_MODULES[ch](d1, d2, heads, enc_dim=enc_dim, dropout=dropout)
         for ch in binary_ops:
             if ch == "t":
-                ops[ch] = Trans(d1, d2, heads, enc_dim=enc_dim, enc_binary_dim=enc_binary_dim, impl=trans_impl)
+                ops[ch] = Trans(d1, d2, heads, enc_dim=enc_dim, enc_binary_dim=enc_binary_dim, impl=trans_impl,
+                                dropout=dropout)
             else:
                 ops[ch] = BINARY_MODULES[ch](d1, d2, heads, enc_dim=enc_dim, dropout=dropout)
         self.ops = nn.ModuleDict(ops)
@@ -155,10 +255,10 @@ class FolnetLayer(nn.Module):
                 enc: Optional[dict] = None, s: Optional[Tensor] = None, slot_mask: Optional[Tensor] = None):
         """Returns (u1, u2), or (u1, u2, s) when the symbolic state s (B, X, m) is given."""
         ok = mask.pair_ok
-        okf = ok[..., None].to(u2.dtype)
+        dense = mask.dense and cache is None and enc is None  # every pair allowed: no mask arithmetic
+        okf = None if dense else ok[..., None].to(u2.dtype)
         u1n, u2n = self.ln1(u1), self.ln2(u2)
         unary = []
-        binary = []
         if s is not None:
             sn = self.sym.ln(s, slot_mask)
             s_cols = self._sym_columns(sn, cache, enc)
@@ -167,7 +267,8 @@ class FolnetLayer(nn.Module):
                 # rows share one column set only without causality (or with one row)
                 shared = mask.trans.kind == "none" or ok.shape[1] == 1
                 rows = mask.trans.kind == "none" and ok.shape[1] == ok.shape[2]  # official: contract rows
-                out = op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok, shared or rows, transpose=rows)
+                out = op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok, shared or rows, transpose=rows,
+                         dense=dense)
                 unary.append(self.writers["c"](out.flatten(-2)))
             elif ch == "j" and s is not None:
                 out, out_sym = op(u2n, self._columns("j", op.columns(u1n), cache, enc), ok,
@@ -175,38 +276,64 @@ class FolnetLayer(nn.Module):
                 unary.append(self.writers["j"](out.flatten(-2)))
                 s = s + self.sym.write(out_sym, slot_mask)
             elif ch == "j":
-                unary.append(self.writers["j"](op(u2n, self._columns("j", op.columns(u1n), cache, enc), ok).flatten(-2)))
+                v = self._columns("j", op.columns(u1n), cache, enc)
+                unary.append(self.writers["j"](op(u2n, v, ok, dense=dense).flatten(-2)))
             elif ch == "m":
-                unary.append(self.writers["m"](op(u2n, ok).flatten(-2)))
-            elif ch == "a":
-                binary.append(self.writers["a"](op(u1n, self._columns("a", op.columns(u1n), cache, enc))))
-            elif ch == "p":
-                binary.append(self.writers["p"](op(u1n, u2n, ok)))
-            elif ch == "t":
-                v = op.rows(u2n)  # (B, D2, X, A)
-                if cache is not None:
-                    if "t" in cache:
-                        past = cache["t"]  # (B, H, Ap_rows, Ap_cols): new columns are zero for past rows
-                        past = F.pad(past, (0, v.shape[-1] - past.shape[-1]))
-                        v = torch.cat([past, v], dim=2)
-                    cache["t"] = v
-                v_enc = None
-                if enc is not None:
-                    if cache is not None and "enc.t" in cache:
-                        v_enc = cache["enc.t"]
-                    else:
-                        v_enc = op.rows_enc(enc["u2"])
-                        if cache is not None:
-                            cache["enc.t"] = v_enc
-                binary.append(op(u2n, v, mask.trans, v_enc, writer=self.writers["t"]))  # Wt · trans (B, X, A, D2), copy-free
+                unary.append(self.writers["m"](op(u2n, ok, dense=dense).flatten(-2)))
+        # binary writers, one output tensor: assoc and prod (H -> D2 each) as one matmul on their
+        # concatenated outputs, every writer's bias, and (dropout inactive) the residual u2, all
+        # added inside trans's writer when trans is on
+        u2_res = None if (self.training and self.dropout > 0) else u2
+        bias2 = sum(self.writers[ch].bias for ch in self.binary_ops) if self.binary_ops else None
+        ap = [ch for ch in "ap" if ch in self.ops]
+        x2 = w2 = None
+        if ap:
+            outs = []
+            for ch in ap:
+                op = self.ops[ch]
+                if ch == "a":
+                    outs.append(op(u1n, self._columns("a", op.columns(u1n), cache, enc)))  # (B, X, A, H)
+                else:
+                    outs.append(op(u1n, u2n, ok, dense=dense))  # (B, X, A, H)
+            x2 = torch.cat(outs, dim=-1) if len(outs) > 1 else outs[0]
+            w2 = torch.cat([self.writers[ch].weight for ch in ap], dim=1) if len(ap) > 1 else self.writers[ap[0]].weight
+        acc2 = None  # (B, X, A, D2): u2_res + sum of the binary writers
+        if "t" in self.ops:
+            op = self.ops["t"]
+            v = op.rows(u2n)  # (B, D2, X, A)
+            if cache is not None:
+                if "t" in cache:
+                    past = cache["t"]  # (B, H, Ap_rows, Ap_cols): new columns are zero for past rows
+                    past = F.pad(past, (0, v.shape[-1] - past.shape[-1]))
+                    v = torch.cat([past, v], dim=2)
+                cache["t"] = v
+            v_enc = None
+            if enc is not None:
+                if cache is not None and "enc.t" in cache:
+                    v_enc = cache["enc.t"]
+                else:
+                    v_enc = op.rows_enc(enc["u2"])
+                    if cache is not None:
+                        cache["enc.t"] = v_enc
+            acc2 = op(u2n, v, mask.trans, v_enc, writer=self.writers["t"], writer_bias=bias2,
+                      writer_extra=None if x2 is None else (x2, w2), residual=u2_res, dense=dense)
+        elif x2 is not None:
+            acc2 = torch.addmm(bias2, x2.reshape(-1, x2.shape[-1]), w2.t()).view(*x2.shape[:-1], -1)
+            acc2 = acc2 if u2_res is None else acc2 + u2_res
         if unary:
             u1 = u1 + F.dropout(sum(unary), p=self.dropout, training=self.training)
-        if binary:
-            u2 = (u2 + F.dropout(sum(binary), p=self.dropout, training=self.training)) * okf
+        if acc2 is not None:
+            u2 = acc2 if u2_res is not None else u2 + F.dropout(acc2, p=self.dropout, training=True)
+            if okf is not None:
+                u2 = u2 * okf
         u1 = u1 + F.dropout(self.ffn1(self.ffn_ln1(u1)), p=self.dropout, training=self.training)
         u2n = self.ffn_ln2(u2)
-        u2 = (u2 + F.dropout(self.ffn2(u2n, transposed_binary(u2n, mask)), p=self.dropout,
-                             training=self.training)) * okf
+        u2T = u2n.transpose(1, 2) if dense else transposed_binary(u2n, mask)
+        if self.training and self.dropout > 0:
+            u2 = u2 + F.dropout(self.ffn2(u2n, u2T), p=self.dropout, training=True)
+            u2 = u2 if okf is None else u2 * okf
+        else:
+            u2 = self.ffn2(u2n, u2T, residual=u2, ok=okf)  # (u2 + bool2) · ok in one pass
         if s is not None:
             s = s + self.sym.ffn(self.sym.ffn_ln(s, slot_mask), slot_mask)
             return u1, u2, s
@@ -251,7 +378,7 @@ class FolnetStack(nn.Module):
                 u1, u2 = layer(u1, u2, mask, cache, enc)
             if return_all_hiddens:
                 hiddens.append(u1)
-        u2 = self.ln2(u2) * mask.pair_ok[..., None].to(u2.dtype)
+        u2 = self.ln2(u2) if mask.dense else self.ln2(u2) * mask.pair_ok[..., None].to(u2.dtype)
         if s is not None:
             return self.ln1(u1), u2, hiddens, self.sym_ln(s, slot_mask)
         return self.ln1(u1), u2, hiddens

@@ -56,11 +56,16 @@ class FolnetMask:
     pair_ok     (B, X, A) bool, see module docstring.
     row_valid   (B, X) bool, query rows that are real tokens.
     trans       the ``TransMask`` handed to ``triton_kernels.trans``.
+    dense       True only when every pair is allowed (encoder, no padding, all rows)
+                *and* this is known without a device synchronisation (CPU tensors):
+                the operators then skip their mask arithmetic, which is exact
+                (every mask is all ones).  False is always correct.
     """
 
     pair_ok: Tensor
     row_valid: Tensor
     trans: TransMask
+    dense: bool = False
 
 
 def self_mask(kind: str, key_padding: Tensor, query_offset: int = 0, num_rows: Optional[int] = None,
@@ -90,7 +95,10 @@ def self_mask(kind: str, key_padding: Tensor, query_offset: int = 0, num_rows: O
     pair_ok = row_valid[:, :, None] & valid[:, None, :] & rel
     tm = TransMask(kind=kind, key_padding=key_padding, query_offset=query_offset,
                    prefix_lengths=prefix_lengths if kind == "prefix" else None)
-    return FolnetMask(pair_ok=pair_ok, row_valid=row_valid, trans=tm)
+    # reading padding.any() on the host is free on CPU; on an accelerator it would sync
+    dense = (kind == "none" and query_offset == 0 and num_rows == T and dev.type == "cpu"
+             and not bool(key_padding.any()))
+    return FolnetMask(pair_ok=pair_ok, row_valid=row_valid, trans=tm, dense=dense)
 
 
 def encdec_mask(dec_padding: Tensor, enc_padding: Tensor, query_offset: int = 0,

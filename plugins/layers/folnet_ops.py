@@ -62,6 +62,14 @@ def parse_ops(spec: str):
     return "".join(sorted(left.replace("b", ""))), "".join(sorted(right))
 
 
+def _softmax(logits: Tensor, ok: Tensor, dim: int, dense: bool) -> Tensor:
+    """``masked_softmax``; with ``dense`` (every entry allowed) the plain softmax, in the same precision."""
+    if not dense:
+        return masked_softmax(logits, ok, dim=dim)
+    acc = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    return torch.softmax(logits, dim=dim, dtype=acc).to(logits.dtype)
+
+
 def _heads(t: Tensor, H: int) -> Tensor:
     """(..., D1) -> (..., H, S)"""
     return t.view(*t.shape[:-1], H, t.shape[-1] // H)
@@ -100,26 +108,44 @@ class Cjoin(nn.Module):
     # rows per chunk of the exact path: keeps the (B, rows, A, H, S) tile near 2^22 elements
     TILE = 1 << 22
 
+    def _shared_softmax(self, Kf: Tensor, pair_ok: Tensor, dense: bool) -> Tensor:
+        """softmax_a K_sh(a) over the one column set every row shares, then dropout: (B, A, S, H)."""
+        if dense:
+            P = torch.softmax(Kf, dim=1)
+        else:
+            col_ok = pair_ok.any(dim=1)[:, :, None, None]  # (B, A, 1, 1): the one allowed set shared by the rows
+            shift = Kf.masked_fill(~col_ok, torch.finfo(Kf.dtype).min).amax(dim=1, keepdim=True)
+            E = torch.exp(Kf - shift.detach()) * col_ok.to(Kf.dtype)  # (B, A, S, H), max term 1
+            P = E / E.sum(dim=1, keepdim=True).clamp_min(1.0)  # softmax_a, a unary kernel
+        return F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:349
+
     def forward(self, K: Tensor, u2n: Tensor, pair_ok: Tensor, rows_share_columns: bool = False,
-                transpose: bool = False) -> Tensor:
+                transpose: bool = False, dense: bool = False) -> Tensor:
         """``rows_share_columns``: the caller guarantees that every row with an allowed
         column allows the *same* columns (mask kind ``none``, or a single query row).
         Then one shift per (b, h, s) is each row's own maximum and the cheap path is
         exact.  Otherwise (causal / prefix / encdec) every row gets its own masked
         shift, m(x) = max_{a: ok(x, a)} K(a), so no future column enters row x.
+        ``dense``: every pair is allowed (``FolnetMask.dense``), the masks are skipped.
         """
-        v = self.premise(u2n)  # (B, X, A, S)
-        if transpose:  # official encoder form: v_s(a, x); needs a square, symmetric pair_ok
-            v = v.transpose(1, 2)
-        v = v * pair_ok[..., None].to(u2n.dtype)
         acc = torch.float64 if K.dtype == torch.float64 else torch.float32
-        Kf, vf = K.to(acc), v.to(acc)
+        Kf = K.to(acc)
+        if transpose:
+            # official encoder form (folnet.py:350-351): u_sh(y) = sum_a P_sh(a) v_s(a, y), rows
+            # contracted; needs a square, symmetric pair_ok.  The premise is written channel-major
+            # v (B, S, A, Y) by its matmul, so the contraction is one batched matmul over (b, s).
+            v = _channel_major(self.premise, u2n)  # v_s(a, y) (B, S, A, Y)
+            if not dense:
+                v = v * pair_ok.transpose(1, 2)[:, None].to(v.dtype)  # ok(y, a)
+            P = self._shared_softmax(Kf, pair_ok, dense)  # (B, A, S, H)
+            out = torch.matmul(P.permute(0, 2, 3, 1), v.to(acc))  # (B, S, H, Y)
+            return out.permute(0, 3, 1, 2).to(u2n.dtype)  # (B, Y, S, H)
+        v = self.premise(u2n)  # (B, X, A, S)
+        if not dense:
+            v = v * pair_ok[..., None].to(u2n.dtype)
+        vf = v.to(acc)
         if rows_share_columns:
-            col_ok = pair_ok.any(dim=1)[:, :, None, None]  # (B, A, 1, 1): the one allowed set shared by the rows
-            shift = Kf.masked_fill(~col_ok, torch.finfo(acc).min).amax(dim=1, keepdim=True)
-            E = torch.exp(Kf - shift.detach()) * col_ok.to(acc)  # (B, A, S, H), max term 1
-            P = E / E.sum(dim=1, keepdim=True).clamp_min(1.0)  # softmax_a, a unary kernel
-            P = F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:349
+            P = self._shared_softmax(Kf, pair_ok, dense)
             return torch.einsum("bxah,bahs->bxhs", vf, P).to(u2n.dtype)  # rows without columns: v = 0
         # exact per-row masked softmax, in row chunks (recomputed in backward so
         # the (B, rows, A, H, S) probabilities are never all alive at once)
@@ -170,15 +196,15 @@ class Join(nn.Module):
     def columns_enc(self, enc: Tensor) -> Tensor:
         return _heads(self.premise_enc(enc), self.H)
 
-    def forward(self, u2n: Tensor, v: Tensor, pair_ok: Tensor, score_bias: Optional[Tensor] = None,
-                sym_values: Optional[Tensor] = None):
+    def forward(self, u2n: Tensor, v: Tensor, pair_ok: Tensor, dense: bool = False,
+                score_bias: Optional[Tensor] = None, sym_values: Optional[Tensor] = None):
         """``score_bias`` (B, X, A, H) is added to K before the softmax and ``sym_values``
         (B, A, m) are summed with the same weights (the symbolic stream,
         plugins/layers/symbolic_folnet.py); then returns (out, (B, X, H, m))."""
         logits = self.kernel(u2n)
         if score_bias is not None:
             logits = logits + score_bias
-        K = masked_softmax(logits, pair_ok[..., None], dim=2)  # (B, X, A, H)
+        K = _softmax(logits, pair_ok[..., None], 2, dense)  # (B, X, A, H)
         K = F.dropout(K, p=self.dropout, training=self.training)  # folnet.py:380
         out = torch.einsum("bxah,bahs->bxhs", K, v)
         if sym_values is None:
@@ -200,11 +226,14 @@ class Mu(nn.Module):
         # one reader D2 -> H + S without bias: kernel first, premise after (folnet.py:400-411)
         self.reader = nn.Linear(d2, heads + d1 // heads, bias=False)
 
-    def forward(self, u2n: Tensor, pair_ok: Tensor) -> Tensor:
-        r = self.reader(u2n)
-        K = masked_softmax(r[..., : self.H], pair_ok[..., None], dim=2)  # (B, X, A, H)
-        v = r[..., self.H:] * pair_ok[..., None].to(u2n.dtype)  # (B, X, A, S)
-        return torch.einsum("bxah,bxas->bxhs", K, v)
+    def forward(self, u2n: Tensor, pair_ok: Tensor, dense: bool = False) -> Tensor:
+        W = self.reader.weight  # (H + S, D2): kernel rows, then premise rows
+        K = _softmax(F.linear(u2n, W[: self.H]), pair_ok[..., None], 2, dense)  # (B, X, A, H), 0 where not ok
+        # sum_a K_h(x,a) v_s(x,a) with v = Wv u2n (no bias): contract a first, on the D2 atoms,
+        # then project, G_hc(x) = sum_a K_h(x,a) u2n_c(x,a), u_hs(x) = sum_c Wv_sc G_hc(x); the
+        # premise mask is implied (K is 0 where not ok), and the (B, X, A, S) premise never exists
+        G = torch.matmul(K.transpose(-1, -2), u2n)  # (B, X, H, D2)
+        return torch.matmul(G, W[self.H:].t())  # (B, X, H, S)
 
 
 class Assoc(nn.Module):
@@ -249,10 +278,17 @@ class Prod(nn.Module):
         self.kernel = nn.Linear(d1, d1)
         self.premise = nn.Linear(d2, d1 // heads)
 
-    def forward(self, u1n: Tensor, u2n: Tensor, pair_ok: Tensor) -> Tensor:
+    def forward(self, u1n: Tensor, u2n: Tensor, pair_ok: Tensor, dense: bool = False) -> Tensor:
         K = _heads(self.kernel(u1n), self.H) * self.scale  # (B, X, H, S)
-        v = self.premise(u2n) * pair_ok[..., None].to(u2n.dtype)  # (B, X, Y, S)
-        return torch.einsum("bxhw,bxyw->bxyh", K, v)
+        # sum_w K_hw(x) (Wp u2n(x,y) + bp)_w: the premise projection folded into the unary kernel,
+        # Kp_hc(x) = sum_w K_hw(x) Wp_wc, so the (B, X, Y, S) premise never exists
+        Kp = torch.matmul(K, self.premise.weight)  # (B, X, H, D2)
+        out = torch.matmul(u2n, Kp.transpose(-1, -2))  # (B, X, Y, H)
+        if self.premise.bias is not None:
+            out = out + torch.matmul(K, self.premise.bias)[:, :, None, :]  # sum_w K_hw(x) bp_w
+        if not dense:
+            out = out * pair_ok[..., None].to(out.dtype)  # the premise mask, v(x, y) = 0 where not ok
+        return out
 
 
 class _ToChannelMajor(torch.autograd.Function):
@@ -294,36 +330,52 @@ class _ToChannelMajor(torch.autograd.Function):
 
 
 class _FromChannelMajor(torch.autograd.Function):
-    """p[b] = o[b]^T W^T + bias for channel-major o (B, Cin, N) -> p (B, N, Cout) contiguous.
+    """p[b] = o[b]^T W^T + bias [+ x2[b] W2^T] [+ residual[b]] for channel-major o (B, Cin, N)
+    -> p (B, N, Cout) contiguous.
 
     The output projection reads the kernel's output through a transposed view,
     and its backward writes the gradient for o channel-major and contiguous
     (W^T grad_p^T), which is the layout the kernels' backward reads.
+    Optional, for the layer's sum of binary writers: ``x2`` (B, N, K2) channel-last
+    with its weight ``w2`` (Cout, K2) (assoc and prod's writers) and ``residual``
+    (B, N, Cout) are added inside the same output tensor (no autograd in-place
+    ops on views, no extra full-size sums).
     """
 
     @staticmethod
-    def forward(ctx, o, weight, bias):
+    def forward(ctx, o, weight, bias, x2=None, w2=None, residual=None):
         B = o.shape[0]
         p = torch.bmm(o.transpose(1, 2), weight.t().expand(B, -1, -1))   # (B, N, Cout)
+        if x2 is not None:
+            p.view(-1, p.shape[-1]).addmm_(x2.reshape(-1, x2.shape[-1]), w2.t().to(p.dtype))
         if bias is not None:
             p.add_(bias.to(p.dtype))
-        ctx.save_for_backward(o, weight)
-        ctx.has_bias = bias is not None
+        if residual is not None:
+            p.add_(residual.reshape(p.shape))
+        ctx.save_for_backward(o, weight, x2, w2)
+        ctx.has_bias, ctx.res_shape = bias is not None, None if residual is None else residual.shape
         return p
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, gp):
-        o, weight = ctx.saved_tensors
+        o, weight, x2, w2 = ctx.saved_tensors
         B = o.shape[0]
-        go = gw = gb = None
+        go = gw = gb = gx2 = gw2 = gres = None
         if ctx.needs_input_grad[0]:
             go = torch.bmm(weight.t().to(gp.dtype).expand(B, -1, -1), gp.transpose(1, 2)).to(o.dtype)  # (B, Cin, N)
         if ctx.needs_input_grad[1]:
             gw = torch.bmm(gp.transpose(1, 2), o.transpose(1, 2).to(gp.dtype)).sum(0).to(weight.dtype)  # (Cout, Cin)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = gp.sum((0, 1)).to(weight.dtype)
-        return go, gw, gb
+        g2 = gp.reshape(-1, gp.shape[-1])
+        if x2 is not None and ctx.needs_input_grad[3]:
+            gx2 = (g2 @ w2.to(gp.dtype)).view(x2.shape).to(x2.dtype)
+        if x2 is not None and ctx.needs_input_grad[4]:
+            gw2 = (g2.t() @ x2.reshape(-1, x2.shape[-1]).to(gp.dtype)).to(w2.dtype)
+        if ctx.res_shape is not None and ctx.needs_input_grad[5]:
+            gres = gp.reshape(ctx.res_shape)
+        return go, gw, gb, gx2, gw2, gres
 
 
 def _channel_major(linear: nn.Linear, t: Tensor, add_bias: bool = True) -> Tensor:
@@ -351,12 +403,18 @@ class Trans(nn.Module):
     inside that projection's matmul (``_FromChannelMajor``), so no full-size
     permute-and-copy happens in forward or backward
     (tests/test_trans_layout.py counts them).
+
+    Dropout on the softmaxed kernel (folnet.py:502-503): the kernels fuse the
+    softmax and never hold it, so in training with ``dropout`` > 0 the
+    operator runs the eager form (``triton_kernels.trans_eager``: masked softmax,
+    dropout, matmul); at p = 0 and in eval it takes ``impl`` as before.
     """
 
     def __init__(self, d1: int, d2: int, heads: int, enc_dim: Optional[int] = None,
-                 enc_binary_dim: Optional[int] = None, impl: str = "auto"):
+                 enc_binary_dim: Optional[int] = None, impl: str = "auto", dropout: float = 0.0):
         super().__init__()
         self.impl = impl
+        self.dropout = dropout
         self.kernel = nn.Linear(d2, d2, bias=False)  # official reader D2 -> 2*D2 has no bias (folnet.py:491)
         self.premise = nn.Linear(d2, d2, bias=False)
         self.premise_enc = nn.Linear(enc_binary_dim, d2, bias=False) if enc_binary_dim else None
@@ -368,16 +426,31 @@ class Trans(nn.Module):
         return _channel_major(self.premise_enc, enc_u2n)  # v^E (B, D2, Ti, Ti)
 
     def forward(self, u2n: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor] = None,
-                writer: Optional[nn.Linear] = None) -> Tensor:
-        """out (B, X, Y, D2), or ``writer(out)`` (B, X, Y, D_out) when a writer is given."""
+                writer: Optional[nn.Linear] = None, writer_bias: Optional[Tensor] = None,
+                writer_extra: Optional[tuple] = None, residual: Optional[Tensor] = None,
+                dense: bool = False) -> Tensor:
+        """out (B, X, Y, D2), or ``writer(out)`` (B, X, Y, D_out) when a writer is given.
+        For the layer's sum of binary writers: ``writer_bias`` replaces the writer's bias,
+        ``writer_extra`` = (x2 (B, X, Y, K2), w2 (D_out, K2)) adds x2 w2^T and ``residual``
+        (B, X, Y, D_out) is added, all in the writer's output (``_FromChannelMajor``).
+        ``dense`` (every pair allowed, ``FolnetMask.dense``) on CPU: softmax_a K @ v, no masks."""
         # K's bias is a per-channel constant under the softmax over a: left out (see _ToChannelMajor)
         K = _channel_major(self.kernel, u2n, add_bias=False)  # (B, D2, X, A) raw logits
-        out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, D2, X, Y)
+        if dense and K.device.type == "cpu" and mask.kind == "none" and v_enc is None:
+            P = torch.softmax(K, dim=-1, dtype=torch.float64 if K.dtype == torch.float64 else torch.float32)
+            P = F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:502-503
+            out = torch.matmul(P, v.to(P.dtype)).to(K.dtype)  # (B, D2, X, Y)
+        elif self.training and self.dropout > 0:
+            out = triton_kernels.trans_eager(K, v, mask, v_enc, dropout=self.dropout)  # (B, D2, X, Y)
+        else:
+            out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, D2, X, Y)
         B, D2, X, Y = out.shape
         if writer is None:
             return out.permute(0, 2, 3, 1)
-        p = _FromChannelMajor.apply(out.reshape(B, D2, X * Y), writer.weight, writer.bias)  # (B, X*Y, D_out)
-        return p.view(B, X, Y, -1)
+        bias = writer.bias if writer_bias is None else writer_bias
+        x2, w2 = writer_extra if writer_extra is not None else (None, None)
+        p = _FromChannelMajor.apply(out.reshape(B, D2, X * Y), writer.weight, bias, x2, w2, residual)
+        return p.view(B, X, Y, -1)  # (B, X, Y, D_out)
 
 
 UNARY_MODULES = {"c": Cjoin, "j": Join, "m": Mu}
