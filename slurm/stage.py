@@ -116,8 +116,11 @@ class StageJob(submitit.helpers.Checkpointable):
                 self._proc.kill()
         state = self._attempts()
         if state["requeues"] >= self.max_requeue:
-            print(f"nesyseq: not requeued: the limit of {self.max_requeue} requeues is reached",
-                  file=sys.stderr, flush=True)
+            msg = (f"nesyseq: not requeued: the limit of {self.max_requeue} requeue(s) is reached "
+                   f"(--max-requeue; {state['starts']} start(s))")
+            with open(Path(self.folder) / "stage.log", "a") as f:  # where `nesyseq status` looks first
+                f.write(msg + "\n")
+            print(msg, file=sys.stderr, flush=True)
             return None  # submitit then marks the job as failed ("checkpoint function returned None")
         state["requeues"] += 1
         self._save_attempts(state)

@@ -56,7 +56,7 @@ def failure_cause(folder: Path, job_id: str, submitit_folder: Optional[str]) -> 
     candidates = [folder / "stage.log"]
     if submitit_folder:
         candidates += sorted(Path(submitit_folder).glob(f"{job_id}_*_log.err"))
-    for path in candidates[1:]:  # a requeue limit / preemption verdict from submitit beats a child's error
+    for path in candidates:  # a requeue-limit verdict beats the error of the child it stopped
         try:
             hits = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if "not requeued" in ln]
         except OSError:
@@ -91,7 +91,7 @@ def job_state(rec: dict, states: Dict[str, str]) -> str:
 def run(args) -> int:
     data = load_jobs(args.run_dir)
     jobs = data.get("jobs", [])
-    states = sacct_states([r["job_id"] for r in jobs])
+    states = sacct_states([r["job_id"] for r in jobs if r.get("executor", "slurm") == "slurm"])  # local ids are PIDs
     rows = [("stage", "job id", "array", "state", "requeues", "cause")]
     for rec in jobs:
         folder = Path(rec["folder"])
