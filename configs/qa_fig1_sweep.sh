@@ -10,6 +10,8 @@
 set -euo pipefail
 OUT=$1; MODELS=${2:-"memnet smn"}; NAMES=${3:-"10 100 1000"}; SEEDS=${4:-"0 1 2"}; MAXUP=${5:-2000}
 LR=${LR:-0.005}; STORIES=${STORIES:-200}; LR_PATIENCE=${LR_PATIENCE:-0}
+# EXTRA: more fairseq-train options for every run, e.g. EXTRA="--dropout 0.1"
+read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
@@ -28,7 +30,7 @@ for n in $NAMES; do
     esac
     mkdir -p "$OUT/ck"
     [ -f "$ck/checkpoint_best.pt" ] || fairseq-train "$data/bin/task1" --user-dir "$HERE/user_dir" --task babi_qa \
-        "${MODEL_ARGS[@]}" --criterion cross_entropy --optimizer adam \
+        "${MODEL_ARGS[@]}" ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} --criterion cross_entropy --optimizer adam \
         --lr "$LR" --clip-norm 5.0 --batch-size 32 --max-update "$MAXUP" --lr-scheduler reduce_lr_on_plateau \
         --lr-shrink 0.5 --lr-patience "$LR_PATIENCE" --save-dir "$ck" --no-epoch-checkpoints --no-last-checkpoints \
         --num-workers 0 --cpu --seed "$s" --log-format simple --log-interval 1000 > "$ck.log" 2>&1
