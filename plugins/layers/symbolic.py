@@ -230,3 +230,10 @@ def symbolic_output_probs(sem_logits: Tensor, h_sym: Tensor, symbols: ContextSym
     has = symbols.slot_mask.any(-1).view(B, 1, 1)
     beta = torch.where(has, beta, torch.ones_like(beta))
     return beta * p_sem + (1.0 - beta) * p_sym
+
+
+def mixture_normalized_probs(p: Tensor, log_probs: bool) -> Tensor:
+    """``get_normalized_probs`` for a decoder that already returns the mixture p (B, T, V):
+    p in at least fp32, or log p (clamped at 1e-30, so words with no mass stay finite)."""
+    p = p.to(torch.promote_types(p.dtype, torch.float32))
+    return torch.log(p.clamp(min=1e-30)) if log_probs else p

@@ -27,7 +27,7 @@ from fairseq.models import FairseqIncrementalDecoder
 from plugins.layers.folnet_layer import FolnetStack, layer_norm
 from plugins.layers.folnet_masks import encdec_mask, real_positions, self_mask
 from plugins.layers.folnet_rpe import RelativeDistanceEmbedding, cross_id, relative_distance_ids
-from plugins.layers.symbolic import ContextSymbols, lookup_phi, symbolic_output_probs
+from plugins.layers.symbolic import ContextSymbols, lookup_phi, mixture_normalized_probs, symbolic_output_probs
 
 STATE_KEY = "folnet_state"
 
@@ -94,9 +94,7 @@ class FolnetDecoder(FairseqIncrementalDecoder):
         """With --symbolic-output the decoder already returns the mixture p."""
         if not self.symbolic_output:
             return super().get_normalized_probs(net_output, log_probs, sample)
-        p = net_output[0]
-        p = p.to(torch.promote_types(p.dtype, torch.float32))
-        return torch.log(p.clamp(min=1e-30)) if log_probs else p
+        return mixture_normalized_probs(net_output[0], log_probs)
 
     def output_layer(self, features):
         return F.linear(features, getattr(self.embed_tokens, "effective_weight", self.embed_tokens.weight))

@@ -39,7 +39,8 @@ from fairseq.models import (
 )
 from fairseq.utils import safe_getattr
 
-from plugins.layers.symbolic import ContextSymbols, context_symbols, lookup_phi, symbolic_output_probs
+from plugins.layers.symbolic import (ContextSymbols, context_symbols, lookup_phi, mixture_normalized_probs,
+                                     symbolic_output_probs)
 from plugins.layers.symbolic_transformer import (SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
                                                  SymbolicTPMultiheadAttention)
 from plugins.layers.tp_attention import TPMultiheadAttention
@@ -364,9 +365,7 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         """With --symbolic-output the decoder already returns the fp32 mixture p."""
         if not self.symbolic_output:
             return super().get_normalized_probs(net_output, log_probs, sample)
-        p = net_output[0]
-        p = p.to(torch.promote_types(p.dtype, torch.float32))
-        return torch.log(p.clamp(min=1e-30)) if log_probs else p
+        return mixture_normalized_probs(net_output[0], log_probs)
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
         if self.symbolic:
