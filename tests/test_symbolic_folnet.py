@@ -12,6 +12,7 @@ from plugins.layers import symbolic
 from plugins.layers.symbolic_transformer import SymbolicFeedForward
 from plugins.models.folnet_transformer import FolnetTransformerConfig, FolnetTransformerModel
 from tests.qa_helpers import NAMES, FakeTask, encode, make_dict
+from tests.test_symbolic_transformer import _reorder_slots as _reorder_slots_in
 from tests.test_symbolic_transformer import (BOTH, PERM, PREFIX, STORIES, _dense_mutant, _permute_text,
                                              _prev)
 
@@ -81,14 +82,7 @@ def test_mutants():
 
 
 def _reorder_slots(monkeypatch, order_fn):
-    real_cs = symbolic.context_symbols
-
-    def patched(ctx, ignore, pad, max_symbols=None):
-        s = real_cs(ctx, ignore, pad, max_symbols)
-        order = order_fn(s)
-        return symbolic.ContextSymbols(s.slot_vocab.gather(1, order), s.slot_mask.gather(1, order))
-
-    monkeypatch.setattr(ft, "context_symbols", patched)
+    _reorder_slots_in(monkeypatch, order_fn, module=ft)
 
 
 def test_slot_numbering_and_dense_mutant(monkeypatch):

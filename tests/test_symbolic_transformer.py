@@ -119,7 +119,8 @@ def test_mutant_untied_alpha_breaks_equivariance():
     assert equivariance_gap(model, d) > 1e-4
 
 
-def _reorder_slots(monkeypatch, order_fn):
+def _reorder_slots(monkeypatch, order_fn, module=tpt):
+    """Renumber the context slots by ``order_fn`` in ``module``'s ``context_symbols``."""
     real_cs = symbolic.context_symbols
 
     def patched(ctx, ignore, pad, max_symbols=None):
@@ -127,7 +128,7 @@ def _reorder_slots(monkeypatch, order_fn):
         order = order_fn(s)
         return symbolic.ContextSymbols(s.slot_vocab.gather(1, order), s.slot_mask.gather(1, order))
 
-    monkeypatch.setattr(tpt, "context_symbols", patched)
+    monkeypatch.setattr(module, "context_symbols", patched)
 
 
 def _shuffled(monkeypatch, seed=3):
