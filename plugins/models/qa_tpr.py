@@ -68,6 +68,33 @@ def _cat(sem, sym):
     return sem if sym is None else torch.cat([sem, sym], -1)
 
 
+class _FactoredTPR:
+    """The third-order memory F[b, e, r, f] = Σ_n P[b,n,e] Q[b,n,r] U[b,n,f], kept as its
+    rank-one terms.  Every update ΔF (eqs. 35, 37, 39) is a sum of three outer products, so
+    after t sentences F has 3t terms, and a read
+
+        F·a·b = einsum("be,br,berf->bf", a, b, F) = Σ_n (P_n·a)(Q_n·b) U_n        (B, E)
+
+    costs O(t·(2E+R)) instead of O(E²R), and the (B, E, R, E) tensor (one per sentence saved
+    for backward: 50 × 32 × 90 × 20 × 90 floats in the bAbI config) never exists.  Same sums,
+    regrouped: ``tests/test_qa_tpr.py`` checks it against the dense formula."""
+
+    def __init__(self):
+        self.P, self.Q, self.U = [], [], []       # lists of (B, n_k, E) / (B, n_k, R) / (B, n_k, E)
+
+    def read(self, a, b):
+        if not self.P:
+            return torch.zeros_like(a)
+        P, Q, U = torch.cat(self.P, 1), torch.cat(self.Q, 1), torch.cat(self.U, 1)
+        coef = (P @ a.unsqueeze(-1)) * (Q @ b.unsqueeze(-1))                  # (B, n, 1)
+        return (coef * U).sum(1)                                               # (B, E)
+
+    def write(self, es, rs, fs):
+        self.P.append(torch.stack(es, 1))
+        self.Q.append(torch.stack(rs, 1))
+        self.U.append(torch.stack(fs, 1))
+
+
 class TPREncoder(FairseqEncoder):
     def __init__(self, cfg, dictionary, symbolic):
         super().__init__(dictionary)
@@ -128,30 +155,24 @@ class TPREncoder(FairseqEncoder):
         mask_s = None if mask is None else mask
         e1, e2 = [_cat(*f(s_sem, s_sym, mask_s)) for f in self.story_e]
         r1, r2, r3 = [_cat(*f(s_sem, s_sym, mask_s)) for f in self.story_r]
-        E, R = e1.size(-1), r1.size(-1)
-        F = e1.new_zeros(B, E, R, E)                                           # F[b, entity, role, entity]
+        F = _FactoredTPR()
         for t in range(S):
-            keep = real[:, t].to(F.dtype).view(B, 1)                         # padded sentences write nothing
+            keep = real[:, t].to(e1.dtype).view(B, 1)                         # padded sentences write nothing
             a1, a2, b1, b2, b3 = e1[:, t], e2[:, t], r1[:, t], r2[:, t], r3[:, t]
-            w_hat = torch.einsum("be,br,berf->bf", a1, b1, F)
-            m_hat = torch.einsum("be,br,berf->bf", a1, b2, F)
-            b_hat = torch.einsum("be,br,berf->bf", a2, b3, F)
-            dF = (torch.einsum("be,br,bf->berf", a1, b1, a2 - w_hat)
-                  + torch.einsum("be,br,bf->berf", a1, b2, w_hat - m_hat)
-                  + torch.einsum("be,br,bf->berf", a2, b3, a1 - b_hat))
-            F = F + dF * keep.view(B, 1, 1, 1)
+            w_hat, m_hat, b_hat = F.read(a1, b1), F.read(a1, b2), F.read(a2, b3)   # (34), (36), (38)
+            F.write([a1, a1, a2], [b1, b2, b3],                                    # (35), (37), (39)
+                    [(a2 - w_hat) * keep, (w_hat - m_hat) * keep, (a1 - b_hat) * keep])
         q_sem, q_sym = self._embed(question.unsqueeze(1), phi_q.unsqueeze(1), m)
         q_sem, q_sym = q_sem.squeeze(1), (q_sym.squeeze(1) if self.symbolic else None)
         i = _cat(*self.q_e(q_sem, q_sym, mask))
         h = 0
         for k in range(3):
             role = _cat(*self.q_r[k](q_sem, q_sym, mask))
-            i = self._ln(k, torch.einsum("be,br,berf->bf", i, role, F), mask)
+            i = self._ln(k, F.read(i, role), mask)
             h = h + i
         d = self.cfg.embed_dim
         if self.symbolic:
             logits = self.Z(h[..., :d]).unsqueeze(1)
-            unseen = None
             probs = symbolic_output_probs(logits, h[..., d:].unsqueeze(1), sym, self.beta_logit)
         else:
             probs = torch.softmax(self.Z(h).float(), -1).unsqueeze(1)
