@@ -3,11 +3,12 @@ to fairseq data for ``--task babi_qa``.
 
     nesyseq prepare qa --source tasks_1-20_v1-2/en --out data/babi --tasks 1,2,3
     nesyseq prepare qa --generate --out data/babi_style --tasks 1,2 --num-names 100 --seed 0
-    nesyseq prepare qa --generate --out data/zs --tasks 2,5 --zero-shot rooms
+    nesyseq prepare qa --generate --out data/zs --tasks 2,5 --zero-shot rooms,objects,people
     nesyseq prepare qa --generate --out data/appb --tasks b --k 100 --train-stories 10000 --test-stories 1000
 
 Layout under ``--out``: ``raw/`` (generated bAbI-format files), ``text/task{N}/{train,valid,test}.{src,tgt}``
-(source ``s_1 . s_2 . ... q ?``, target the answer word) and ``bin/task{N}/`` (fairseq-preprocess,
+(source ``s_1 . s_2 . ... q ?``, target the answer word; ``--zero-shot`` adds ``test_rooms``
+etc.) and ``bin/task{N}/`` (fairseq-preprocess,
 joined dictionary).  The dictionary holds every word of every split, so words never seen in
 training get their own entries instead of ``<unk>``; ``bin/task{N}/unseen.txt`` lists them
 (the models zero their semantic rows at evaluation).  Valid is 10% of train held out (paper
@@ -34,11 +35,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--valid-fraction", type=float, default=0.1, help="train held out for early stopping")
     parser.add_argument("--seed", type=int, default=0, help="generator and held-out split seed")
     parser.add_argument("--num-names", type=int, default=4, help="generator: distinct names (10..10000 for Fig. 1)")
-    parser.add_argument("--zero-shot", choices=("rooms", "objects", "people"), default=None,
-                        help="generator: test split uses only rooms/objects/people unseen in training")
+    parser.add_argument("--zero-shot", type=_kinds, default=None, metavar="KIND[,KIND...]",
+                        help="generator: add a test split test_KIND per kind (rooms, objects, people) "
+                             "whose rooms/objects/people are unseen in training (Table 2)")
     parser.add_argument("--k", type=int, default=10, help="generator task b: |V1| = |V2| = k")
     parser.add_argument("--train-stories", type=int, default=200, help="generator: stories in train")
     parser.add_argument("--test-stories", type=int, default=200, help="generator: stories in test")
+
+
+def _kinds(text):
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in ("rooms", "objects", "people")]
+    if bad or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown kind(s) {', '.join(bad) or repr(text)}: "
+                                         "choose from rooms, objects, people")
+    return kinds
 
 
 def run(args) -> int:

@@ -14,8 +14,9 @@ Tasks (numbers follow bAbI):
   answered by the last value assigned to x.  10K train and 1K test, no test story in train.
 
 ``num_names`` (10 .. 10,000) sets how many distinct person names the stories draw
-from (paper Fig. 1).  ``zero_shot`` in {rooms, objects, people} makes the test split
-use only rooms / objects / names that never occur in train or valid (Fig. 5 / Table 2).
+from (paper Fig. 1).  ``zero_shot``, any of {rooms, objects, people}, adds a test split
+``test_{kind}`` per kind that uses only rooms / objects / names that never occur in train or
+valid (Fig. 5 / Table 2); train and the original test are the same with or without it.
 Everything is drawn from ``random.Random(seed-derived)``: the same arguments give
 byte-identical files.
 """
@@ -223,19 +224,27 @@ def generate_split(task: str, n_stories: int, rng: random.Random, people, rooms,
 
 
 def generate_task(task: str, n_train: int = 1000, n_test: int = 1000, num_names: int = 4,
-                  zero_shot: Optional[str] = None, k: int = 10, seed: int = 0) -> Dict[str, str]:
-    """Return {"train": text, "test": text} in the bAbI format.
+                  zero_shot=None, k: int = 10, seed: int = 0) -> Dict[str, str]:
+    """Return {"train": text, "test": text, ["test_rooms": text, ...]} in the bAbI format.
 
     Stories carry 5 questions (tasks 1-5) or 1 (task b); ``n_train`` / ``n_test`` count
     stories (task b: 10K / 1K in the paper).  Test stories never repeat a train story.
+    ``zero_shot`` (one of rooms / objects / people, or several) adds a test split per kind,
+    ``test_{kind}``, whose rooms / objects / people are all unseen in training, as the paper's
+    Table 2: the model is trained once and tested on the original and every zero-shot split.
+    ``train`` and ``test`` do not depend on ``zero_shot``.
     """
     task = str(task).lower()
     if task not in TASKS:
         raise UserError(f"--tasks: unknown task {task!r} (choose from {', '.join(TASKS)})")
-    if zero_shot is not None and zero_shot not in ZERO_SHOT:
-        raise UserError(f"--zero-shot must be one of {', '.join(ZERO_SHOT)}, got {zero_shot!r}")
-    rng = random.Random(_derive(seed, "task", task, num_names, zero_shot, k))
+    kinds = [] if zero_shot is None else ([zero_shot] if isinstance(zero_shot, str) else list(zero_shot))
+    for kind in kinds:
+        if kind not in ZERO_SHOT:
+            raise UserError(f"--zero-shot must be among {', '.join(ZERO_SHOT)}, got {kind!r}")
+    rng = random.Random(_derive(seed, "task", task, num_names, None, k))
     if task == "b":
+        if kinds:
+            raise UserError("--zero-shot applies to tasks 1-5, not the appendix-B task b")
         if k < 2:
             raise UserError(f"--k must be >= 2, got {k}")
         variables = [f"x{i}" for i in range(k)]
@@ -246,17 +255,17 @@ def generate_task(task: str, n_train: int = 1000, n_test: int = 1000, num_names:
         return {"train": "\n".join(train) + "\n", "test": "\n".join(test) + "\n"}
     if num_names < 4 and task != "1":
         raise UserError(f"task {task} needs --num-names >= 4")
-    names = make_names(num_names if zero_shot != "people" else 2 * num_names, seed)
-    train_people, test_people = names[:num_names], names[:num_names]
-    train_rooms, test_rooms = ROOMS[:_TRAIN_POOL], ROOMS[:_TRAIN_POOL]
-    train_obj, test_obj = OBJECTS[:_TRAIN_POOL], OBJECTS[:_TRAIN_POOL]
-    if zero_shot == "people":
-        test_people = names[num_names:]
-    elif zero_shot == "rooms":
-        test_rooms = ROOMS[_TRAIN_POOL:]
-    elif zero_shot == "objects":
-        test_obj = OBJECTS[_TRAIN_POOL:]
+    names = make_names(2 * num_names if "people" in kinds else num_names, seed)   # a prefix is make_names(n)
+    pools = {"people": names[:num_names], "rooms": ROOMS[:_TRAIN_POOL], "objects": OBJECTS[:_TRAIN_POOL]}
+    unseen = {"people": names[num_names:], "rooms": ROOMS[_TRAIN_POOL:], "objects": OBJECTS[_TRAIN_POOL:]}
     seen = set()
-    train = generate_split(task, n_train, rng, train_people, train_rooms, train_obj, exclude=seen)
-    test = generate_split(task, n_test, rng, test_people, test_rooms, test_obj, exclude=seen)
-    return {"train": "\n".join(train) + "\n", "test": "\n".join(test) + "\n"}
+    train = generate_split(task, n_train, rng, pools["people"], pools["rooms"], pools["objects"], exclude=seen)
+    train_set = set(seen)
+    test = generate_split(task, n_test, rng, pools["people"], pools["rooms"], pools["objects"], exclude=seen)
+    out = {"train": "\n".join(train) + "\n", "test": "\n".join(test) + "\n"}
+    for kind in kinds:
+        p = dict(pools, **{kind: unseen[kind]})
+        zrng = random.Random(_derive(seed, "zero-shot", task, num_names, kind, k))
+        z = generate_split(task, n_test, zrng, p["people"], p["rooms"], p["objects"], exclude=set(train_set))
+        out[f"test_{kind}"] = "\n".join(z) + "\n"
+    return out

@@ -48,14 +48,18 @@ def _dictionary(splits: Dict[str, List[QAExample]], path: pathlib.Path) -> List[
     return sorted(w for w in every if train[w] == 0)
 
 
-def _binarize(text_dir: pathlib.Path, dest: pathlib.Path, dict_path: pathlib.Path) -> None:
+def _binarize(text_dir: pathlib.Path, dest: pathlib.Path, dict_path: pathlib.Path,
+              extra_tests: List[str] = ()) -> None:
+    """fairseq-preprocess train/valid/test plus ``extra_tests`` (e.g. test_rooms), which
+    fairseq writes as test1, test2, ... and we rename to their own subset names."""
     import logging
 
     from fairseq import options
     from fairseq_cli import preprocess
 
+    tests = ",".join(str(text_dir / t) for t in ["test", *extra_tests])
     argv = ["--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(text_dir / "train"),
-            "--validpref", str(text_dir / "valid"), "--testpref", str(text_dir / "test"),
+            "--validpref", str(text_dir / "valid"), "--testpref", tests,
             "--destdir", str(dest), "--srcdict", str(dict_path), "--joined-dictionary",
             "--workers", "1", "--dataset-impl", "mmap"]
     args = options.get_preprocessing_parser().parse_args(argv)
@@ -70,6 +74,9 @@ def _binarize(text_dir: pathlib.Path, dest: pathlib.Path, dict_path: pathlib.Pat
                 logger.removeHandler(h)
                 h.close()
         logger.setLevel(level)
+    for k, name in enumerate(extra_tests, start=1):
+        for f in dest.glob(f"test{k}.*"):
+            os.replace(f, dest / (name + f.name[len(f"test{k}"):]))
 
 
 def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks: Optional[str] = None,
@@ -120,6 +127,9 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
         if not train or not test:
             raise UserError(f"task {t}: empty train or test split ({paths})")
         splits = {"train": train, "valid": valid, "test": test}
+        extra = sorted(n for n in paths if n.startswith("test_"))
+        for n in extra:
+            splits[n] = parse_babi_file(paths[n], memory_size)
         text_dir = out / "text" / f"task{t}"
         text_dir.mkdir(parents=True, exist_ok=True)
         for name, exs in splits.items():
@@ -130,7 +140,7 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
             tmp = out / "bin" / f".task{t}.tmp-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            _binarize(text_dir, tmp, text_dir / "dict.txt")
+            _binarize(text_dir, tmp, text_dir / "dict.txt", extra)
             atomic_write_bytes(str(tmp / "unseen.txt"), "".join(w + "\n" for w in unseen).encode())
             info = dict(meta, task=t, examples={n: len(e) for n, e in splits.items()},
                         unseen_words=len(unseen), max_story=max(len(e.story) for e in train + valid + test))

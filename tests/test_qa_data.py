@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 from data_prep.qa_babi import discover_tasks, parse_babi_file, parse_babi_lines
-from data_prep.qa_generate import generate_task, make_names
+from data_prep.qa_generate import OBJECTS, ROOMS, generate_task, make_names
 from nesyseq_cli.errors import UserError
 
 FIX = pathlib.Path(__file__).parent / "fixtures" / "babi"
@@ -112,15 +112,21 @@ def test_names_count_and_zero_shot():
     d = generate_task("1", n_train=200, n_test=50, num_names=1000, seed=0)
     names = {e.question[-1] for e in parse_babi_lines(d["train"].splitlines(), memory_size=None)}
     assert len(names) > 100
-    for what in ("rooms", "objects", "people"):
-        d = generate_task("2", n_train=50, n_test=20, num_names=10, zero_shot=what, seed=0)
-        words = lambda t: {w for e in parse_babi_lines(t.splitlines(), memory_size=None)
-                           for s in e.story + [e.question, [e.answer]] for w in s}
-        test_only = words(d["test"]) - words(d["train"])
-        assert test_only, what
-    d = generate_task("2", n_train=50, n_test=20, num_names=10, zero_shot="rooms", seed=0)
-    test_answers = {e.answer for e in parse_babi_lines(d["test"].splitlines(), memory_size=None)}
-    train_words = set(d["train"].lower().replace(".", " ").split())
+    plain = generate_task("2", n_train=50, n_test=20, num_names=10, seed=0)
+    d = generate_task("2", n_train=50, n_test=20, num_names=10, zero_shot=["rooms", "objects", "people"], seed=0)
+    assert d["train"] == plain["train"] and d["test"] == plain["test"]   # one training set for Table 2
+    words = lambda t: {w for e in parse_babi_lines(t.splitlines(), memory_size=None)
+                       for s in e.story + [e.question, [e.answer]] for w in s}
+    train_words = words(d["train"])
+    assert words(d["test"]) <= train_words
+    for what, pool in (("rooms", ROOMS), ("objects", OBJECTS), ("people", None)):
+        z = words(d[f"test_{what}"])
+        assert z - train_words, what
+        if pool is not None:     # every room (object) of the split is unseen, the others are the trained ones
+            assert z & set(pool) and z & set(pool) <= set(pool[6:]), what
+            other = OBJECTS if what == "rooms" else ROOMS
+            assert z & set(other) <= set(other[:6]), what
+    test_answers = {e.answer for e in parse_babi_lines(d["test_rooms"].splitlines(), memory_size=None)}
     assert test_answers and not test_answers & train_words
 
 
@@ -130,9 +136,14 @@ def test_prepare_qa_cli(tmp_path, capsys):
     assert main(["prepare", "qa", "--source", str(FIX / "envalid"), "--out", str(tmp_path / "a")]) == 0
     assert (tmp_path / "a" / "bin" / "task8" / "train.src-tgt.src.bin").exists()
     assert main(["prepare", "qa", "--generate", "--out", str(tmp_path / "g"), "--tasks", "1",
-                 "--num-names", "10", "--zero-shot", "people", "--train-stories", "20",
+                 "--num-names", "10", "--zero-shot", "people,rooms", "--train-stories", "20",
                  "--test-stories", "5"]) == 0
-    unseen = (tmp_path / "g" / "bin" / "task1" / "unseen.txt").read_text().split()
+    bin_dir = tmp_path / "g" / "bin" / "task1"
+    for subset in ("test", "test_people", "test_rooms"):
+        assert (bin_dir / f"{subset}.src-tgt.src.bin").exists(), subset
+    assert not list(bin_dir.glob("test1.*"))
+    unseen = (bin_dir / "unseen.txt").read_text().split()
+    assert "cellar" in unseen or "attic" in unseen
     src_dict = (tmp_path / "g" / "bin" / "task1" / "dict.src.txt").read_text()
     assert unseen and all(f"\n{w} " in "\n" + src_dict for w in unseen)   # own entries, not <unk>
     assert main(["prepare", "qa", "--source", str(FIX / "malformed"), "--out", str(tmp_path / "m")]) == 2
