@@ -319,6 +319,52 @@ def test_fairseq_train_fine_tunes_and_pretrains_from_converted(converted, tmp_pa
     assert f"Loaded checkpoint {converted / 'model.pt'}" in mlm.stdout + mlm.stderr
 
 
+def _sop_corpus(converted, tmp_path):
+    """Two WordPiece-tokenized documents (one sentence per line, blank line between),
+    binarized --only-source with the converted dict.txt, for --task mlm_sop."""
+    from data_prep.wordpiece import WordPiece
+    tok = WordPiece(FIX / "vocab.txt")
+    docs = [["The cat sat on the mat", "and it ran", "We LOOKED at the blue sky"],
+            ["Xyz sang", "the cat sat", "on the blue mat and it ran"]]
+    raw = tmp_path / "corpus.txt"
+    raw.write_text("".join("".join(" ".join(tok.tokenize(x)) + "\n" for x in d) + "\n" for d in docs))
+    _preprocess(tmp_path / "sop", raw, srcdict=converted / "dict.txt")
+    return tmp_path / "sop"
+
+
+@pytest.mark.slow
+def test_continued_mlm_sop_pretraining_from_converted(converted, tmp_path):
+    """--task mlm_sop --sop-layout bert continues the official pretraining from a converted
+    checkpoint: the official SOP head (seq_relationship) and pooler are loaded, not re-initialised
+    (after one update at lr 1e-9 they still equal the converted weights), and --sop-layout roberta
+    with the converted model's --folnet-segments bert is a one-line error."""
+    import os
+    from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin
+    data = _sop_corpus(converted, tmp_path)
+    words = (converted / "fairseq_args.txt").read_text().split()
+    assert "--folnet-segments" in words and words[words.index("--folnet-segments") + 1] == "bert"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    base = [fairseq_bin("fairseq-train"), str(data), "--user-dir", str(USER_DIR), "--task", "mlm_sop",
+            "--criterion", "mlm_sop", "--tokens-per-sample", "24", "--max-predictions-per-seq", "3",
+            "--restore-file", str(converted / "model.pt"), "--reset-optimizer", "--reset-dataloader",
+            "--reset-meters", "--optimizer", "adam", "--lr", "1e-9", "--batch-size", "2", "--max-update", "1",
+            "--cpu", "--num-workers", "0", "--disable-validation", "--save-dir", str(tmp_path / "ck"),
+            "--no-epoch-checkpoints"] + words
+    bad = subprocess.run(base + ["--sop-layout", "roberta"], capture_output=True, text=True, env=env, timeout=600)
+    assert bad.returncode != 0 and "pass --sop-layout bert" in bad.stderr, bad.stderr[-2000:]
+    run = subprocess.run(base + ["--sop-layout", "bert"], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    out = run.stdout + run.stderr
+    assert f"Loaded checkpoint {converted / 'model.pt'}" in out and "sop_accuracy" in out
+    before = torch.load(converted / "model.pt", weights_only=True)["model"]
+    after = torch.load(tmp_path / "ck" / "checkpoint_last.pt", weights_only=True)["model"]
+    heads = [k for k in before if k.startswith("classification_heads.sentence_order_head.")]
+    pooler = [k for k in before if ".pooler." in k]
+    assert heads and pooler
+    for k in heads + pooler:
+        torch.testing.assert_close(after[k].float(), before[k].float(), rtol=0, atol=1e-6)
+
+
 def test_ddp_prefix_and_fp16_weights(tmp_path):
     """A state dict saved from DistributedDataParallel ('module.' prefix) in fp16 converts
     to the same model as its fp32 original rounded to fp16 (weights upcast to fp32)."""

@@ -59,11 +59,14 @@ def unmask(item, pad):
     return src
 
 
-def split_layout(row, bos, eos):
-    """<s> A </s> </s> B </s> -> (A, B); fails unless the layout is exactly that."""
+def split_layout(row, bos, eos, layout="roberta"):
+    """<s> A </s> </s> B </s> (bert: <s> A </s> B </s>) -> (A, B); fails unless the layout is exactly that."""
     row = row.tolist()
     assert row[0] == bos and row[-1] == eos
     eos_at = [i for i, t in enumerate(row) if t == eos]
+    if layout == "bert":
+        assert len(eos_at) == 2, row
+        return row[1:eos_at[0]], row[eos_at[0] + 1:-1]
     assert len(eos_at) == 3 and eos_at[1] == eos_at[0] + 1, row
     return row[1:eos_at[0]], row[eos_at[1] + 1:-1]
 
@@ -234,13 +237,17 @@ def test_masking_follows_the_official_rule():
     assert abs(kinds["random"] / total - 0.1) < 0.015
 
 
-def test_segment_ids_the_model_sees():
-    """A collated SOP batch through folnet_tiny: type ids 0 on <s> A </s>, 1 on </s> B </s>."""
+@pytest.mark.parametrize("layout", ["roberta", "bert"])
+def test_segment_ids_the_model_sees(layout):
+    """A collated SOP batch through folnet_tiny: type ids 0 on <s> A </s>, 1 on </s> B </s>;
+    bert layout (the official [CLS] A [SEP] B [SEP], dataset.py:328-329) with --folnet-segments
+    bert: 0 on <s> A </s>, 1 on B </s>."""
     d = dictionary(60)
-    ds, _ = dataset(d, [[5, 4, 6], [3, 3], [9]], tokens_per_sample=20)
+    ds, _ = dataset(d, [[5, 4, 6], [3, 3], [9]], tokens_per_sample=20, layout=layout)
     ds.set_epoch(2)
     batch = ds.collater([ds[i] for i in range(len(ds))])
-    model, _ = build("folnet_tiny", d)
+    assert max(len(ds[i]["source"]) for i in range(len(ds))) <= 20
+    model, _ = build("folnet_tiny", d, folnet_segments=layout)
     seen = []
     hook = model.encoder.core.embed_types.register_forward_hook(lambda m, inp, out: seen.append(inp[0].clone()))
     model(**batch["net_input"], features_only=True)
@@ -251,8 +258,8 @@ def test_segment_ids_the_model_sees():
     for r in range(len(src)):
         real = src[r].ne(d.pad())
         n = int(real.sum())
-        a, b = split_layout(src[r][:n], d.bos(), d.eos())
-        want = [0] * (1 + len(a) + 1) + [1] * (1 + len(b) + 1)
+        a, b = split_layout(src[r][:n], d.bos(), d.eos(), layout)
+        want = [0] * (1 + len(a) + 1) + [1] * ((1 if layout == "roberta" else 0) + len(b) + 1)
         assert types[r][:n].tolist() == want
         assert len(a) > 0 and len(b) > 0
 

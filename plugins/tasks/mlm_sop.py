@@ -2,8 +2,8 @@
 
 DATA is a ``fairseq-preprocess --only-source`` directory (``dict.txt``, ``train.bin/.idx``,
 ``valid.bin/.idx``) made from text with one sentence per line and a blank line between
-documents.  Every item is an SOP pair ``<s> A </s> </s> B </s>`` (A, B swapped with probability
-1/2), masked as the official code masks (``plugins/tasks/sop_pairs.py``).  The task registers
+documents.  Every item is an SOP pair ``<s> A </s> </s> B </s>`` (``--sop-layout bert``:
+``<s> A </s> B </s>``, for converted official checkpoints; A, B swapped with probability 1/2), masked as the official code masks (``plugins/tasks/sop_pairs.py``).  The task registers
 a 2-way classification head ``sentence_order_head`` on the model: the encoder's pooler (dense +
 tanh on the first token, ``folnet.py:706-707,732-733``) then a linear layer (``seq_relationship``,
 ``folnet.py:157``); the pooler is the encoder's, so fine-tuning from the checkpoint keeps it;
@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 from fairseq.data import Dictionary, data_utils
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.utils import safe_getattr
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
-from plugins.tasks.sop_pairs import SPLIT_MODES, SentenceOrderDataset
+from plugins.tasks.sop_pairs import LAYOUTS, SPLIT_MODES, SentenceOrderDataset
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,9 @@ class MlmSopConfig(FairseqDataclass):
     sop_split: ChoiceEnum(SPLIT_MODES) = field(default="middle", metadata={
         "help": "middle: split each chunk near its middle, ±Geometric(0.2) tokens, as the official code "
                 "(dataset.py:313-319); sentence: at a random sentence boundary (ALBERT)"})
+    sop_layout: ChoiceEnum(LAYOUTS) = field(default="roberta", metadata={
+        "help": "roberta: <s> A </s> </s> B </s>; bert: <s> A </s> B </s>, the official [CLS] A [SEP] B [SEP] "
+                "(dataset.py:328). Must match the model's --folnet-segments (bert for converted checkpoints)"})
     seed: int = II("common.seed")
 
 
@@ -66,7 +70,7 @@ class MlmSopTask(FairseqTask):
         self.datasets[split] = SentenceOrderDataset(
             lines, self.dictionary, self.mask_idx, self.cfg.tokens_per_sample, split_mode=str(self.cfg.sop_split),
             seed=self.cfg.seed, mask_prob=self.cfg.mask_prob, max_predictions=self.cfg.max_predictions_per_seq,
-            name=prefix)
+            name=prefix, layout=str(self.cfg.sop_layout))
         logger.info(f"{split}: {len(lines)} lines -> {len(self.datasets[split])} sentence-order pairs")
 
     def build_model(self, cfg, from_checkpoint=False):
@@ -74,6 +78,11 @@ class MlmSopTask(FairseqTask):
         if not hasattr(model, "register_classification_head"):
             raise ValueError(f"--task mlm_sop: --arch {cfg._name} has no register_classification_head "
                              "(use an encoder such as folnet_base)")
+        segments = safe_getattr(cfg, "folnet_segments", None)
+        if segments is not None and str(segments) != str(self.cfg.sop_layout):
+            raise ValueError(f"--task mlm_sop: --sop-layout {self.cfg.sop_layout} lays pairs out for "
+                             f"--folnet-segments {self.cfg.sop_layout}, but the model has --folnet-segments "
+                             f"{segments}; pass --sop-layout {segments}")
         model.register_classification_head(SOP_HEAD, num_classes=2)
         return model
 

@@ -21,6 +21,9 @@ document, never crossing a document boundary.  The layout is the one our ``folne
 and fairseq's ``sentence_prediction`` agree on (``<s> A </s> </s> B </s>``; the model
 derives the segments from the ``</s> </s>`` pair, ``plugins/layers/folnet_rpe.py``), so the
 same model reads pretraining and GLUE pairs alike: segment 0 = ``<s> A </s>``, 1 = ``</s> B </s>``.
+``layout="bert"`` (``--sop-layout bert``) lays pairs out as the official code does,
+``<s> A </s> B </s>``, for models with ``--folnet-segments bert`` such as converted official
+checkpoints (fairseq's ``sentence_prediction`` without ``--separator-token`` gives the same layout).
 Differences from the official code are listed in docs/folnet.md ("Pretraining and fine-tuning").
 """
 from __future__ import annotations
@@ -35,8 +38,9 @@ SWAP_PROB = 0.5  # dataset.py:325
 GEOMETRIC_P = 0.2  # dataset.py:314
 MASK_TOKEN_PROB = 0.8  # dataset.py:269
 KEEP_PROB_OF_REST = 0.5  # dataset.py:273: half of the other 20% keep the token, half get a random one
-PAIR_SPECIALS = 4  # <s>, </s> </s>, </s>
+PAIR_SPECIALS = {"roberta": 4, "bert": 3}  # <s>, </s> </s>, </s>  /  [CLS], [SEP], [SEP]
 SPLIT_MODES = ("middle", "sentence")
+LAYOUTS = ("roberta", "bert")
 
 
 def pack_chunks(lengths: Sequence[int], budget: int) -> List[Tuple[int, int]]:
@@ -95,14 +99,17 @@ def truncate_pair(a: np.ndarray, b: np.ndarray, budget: int) -> Tuple[np.ndarray
     return a[len(a) - la:], b[:lb]
 
 
-def layout_pair(a: np.ndarray, b: np.ndarray, bos: int, eos: int) -> np.ndarray:
-    """``<s> A </s> </s> B </s>``."""
-    return np.concatenate([[bos], a, [eos, eos], b, [eos]]).astype(np.int64)
+def layout_pair(a: np.ndarray, b: np.ndarray, bos: int, eos: int, layout: str = "roberta") -> np.ndarray:
+    """roberta: ``<s> A </s> </s> B </s>``; bert: ``<s> A </s> B </s>``, the official
+    ``[CLS] A [SEP] B [SEP]`` (dataset.py:328) for checkpoints converted with --folnet-segments bert."""
+    mid = [eos, eos] if layout == "roberta" else [eos]
+    return np.concatenate([[bos], a, mid, b, [eos]]).astype(np.int64)
 
 
-def pair_segments(len_a: int, len_b: int) -> np.ndarray:
-    """The segment ids of ``layout_pair``: 0 for ``<s> A </s>``, 1 for ``</s> B </s>``."""
-    return np.array([0] * (len_a + 2) + [1] * (len_b + 2), dtype=np.int64)
+def pair_segments(len_a: int, len_b: int, layout: str = "roberta") -> np.ndarray:
+    """The segment ids of ``layout_pair``: 0 for ``<s> A </s>``, 1 for the rest (``</s> B </s>``
+    or, bert, ``B </s>``: dataset.py:329)."""
+    return np.array([0] * (len_a + 2) + [1] * (len_b + PAIR_SPECIALS[layout] - 2), dtype=np.int64)
 
 
 def mask_tokens(tokens: np.ndarray, rng: np.random.Generator, specials: Sequence[int], mask_idx: int,
@@ -139,11 +146,15 @@ class SentenceOrderDataset(FairseqDataset):
     """
 
     def __init__(self, lines, dictionary, mask_idx: int, tokens_per_sample: int, split_mode: str = "middle",
-                 seed: int = 1, mask_prob: float = 0.15, max_predictions: int = 20, name: str = "data"):
+                 seed: int = 1, mask_prob: float = 0.15, max_predictions: int = 20, name: str = "data",
+                 layout: str = "roberta"):
         if split_mode not in SPLIT_MODES:
             raise ValueError(f"--sop-split={split_mode!r}: choose one of {', '.join(SPLIT_MODES)}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"--sop-layout={layout!r}: choose one of {', '.join(LAYOUTS)}")
+        self.layout = layout
         self.lines, self.dictionary, self.mask_idx = lines, dictionary, mask_idx
-        self.budget = tokens_per_sample - PAIR_SPECIALS
+        self.budget = tokens_per_sample - PAIR_SPECIALS[layout]
         self.split_mode, self.seed, self.name = split_mode, seed, name
         self.mask_prob, self.max_predictions = mask_prob, max_predictions
         self.pad, self.bos, self.eos = dictionary.pad(), dictionary.bos(), dictionary.eos()
@@ -156,7 +167,7 @@ class SentenceOrderDataset(FairseqDataset):
         self.starts = np.array([s for s, _ in chunks], dtype=np.int64)
         self.ends = np.array([e for _, e in chunks], dtype=np.int64)
         csum = np.concatenate([[0], np.cumsum(lengths)])
-        self.sizes = np.minimum(csum[self.ends] - csum[self.starts], self.budget) + PAIR_SPECIALS
+        self.sizes = np.minimum(csum[self.ends] - csum[self.starts], self.budget) + PAIR_SPECIALS[layout]
 
     def __len__(self):
         return len(self.starts)
@@ -195,7 +206,7 @@ class SentenceOrderDataset(FairseqDataset):
     def __getitem__(self, i):
         rng = np.random.default_rng([self.seed, self.epoch, int(i)])
         a, b, swapped = self.build(int(i), rng)
-        pair = layout_pair(a, b, self.bos, self.eos)
+        pair = layout_pair(a, b, self.bos, self.eos, self.layout)
         source, target = mask_tokens(pair, rng, self.specials, self.mask_idx, self.dictionary.nspecial,
                                      len(self.dictionary), self.mask_prob, self.max_predictions, self.pad)
         return {"id": int(i), "source": torch.from_numpy(source), "target": torch.from_numpy(target),

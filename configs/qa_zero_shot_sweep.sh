@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Table 2 protocol (bAbI-style tasks 2 and 5): train once on the original task, test on the
+# original test and on the zero-shot test sets with unseen rooms / objects / people.
+#   configs/qa_zero_shot_sweep.sh OUT "memnet smn tpr_rnn stpr" "0 1 2" [MAX_UPDATE]
+# Data: `prepare qa --generate --tasks $TASKS --zero-shot rooms,objects,people`, $STORIES train
+# stories (2000 = 9,000 train + 1,000 valid questions, the size of bAbI 10k) and 200 test
+# stories (1,000 questions) per test set, generator seed 0.
+# Paper set-up (appendix D): batch 32, Adam lr 1e-3 (TPR/STPR: betas 0.6, 0.4), clip 5.0,
+# 10% of train held out for early stopping (checkpoint_best), lr halving on plateau.
+# Writes OUT/report/{qa_table.md,qa_results.csv,*.png} via `nesyseq evaluate qa`.
+set -euo pipefail
+OUT=$1; MODELS=${2:-"memnet smn tpr_rnn stpr"}; SEEDS=${3:-"0 1 2"}; MAXUP=${4:-5000}
+TASKS=${TASKS:-"2 5"}; STORIES=${STORIES:-2000}; LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-3}
+TRAIN_ONLY=${TRAIN_ONLY:-0}   # 1: train (skip finished runs) but do not write the report
+read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python}
+data=$OUT/data
+if [ ! -f "$data/.done" ]; then
+  $PY -m nesyseq_cli.main prepare qa --generate --out "$data" --tasks "${TASKS// /,}" \
+      --zero-shot rooms,objects,people --num-names 4 --train-stories "$STORIES" --test-stories 200 --seed 0 >/dev/null
+  touch "$data/.done"
+fi
+mkdir -p "$OUT/ck"
+RUNS=()
+for t in $TASKS; do for m in $MODELS; do for s in $SEEDS; do
+  ck=$OUT/ck/${m}_t${t}_s$s
+  case $m in
+    memnet|smn) MODEL_ARGS=(--arch "${m}_babi" --embed-dim 50 --hops 3 --max-story 50) ;;
+    tpr_rnn|stpr) MODEL_ARGS=(--arch "${m}_babi" --adam-betas "(0.6,0.4)") ;;
+    *) echo "qa_zero_shot_sweep.sh: unknown model '$m'" >&2; exit 2 ;;
+  esac
+  [ -f "$ck/checkpoint_best.pt" ] || fairseq-train "$data/bin/task$t" --user-dir "$HERE/user_dir" --task babi_qa \
+      "${MODEL_ARGS[@]}" ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} --criterion cross_entropy --optimizer adam \
+      --lr "$LR" --clip-norm 5.0 --batch-size 32 --max-update "$MAXUP" --lr-scheduler reduce_lr_on_plateau \
+      --lr-shrink 0.5 --lr-patience "$LR_PATIENCE" --save-dir "$ck" --no-epoch-checkpoints --no-last-checkpoints \
+      --num-workers 0 --cpu --seed "$s" --log-format simple --log-interval 1000 > "$ck.log" 2>&1
+  for split in original rooms objects people; do
+    sub=test; [ "$split" = original ] || sub=test_$split
+    RUNS+=(--run "model=$m,task=$t,seed=$s,split=$split,subset=$sub,ckpt=$ck/checkpoint_best.pt,data=$data/bin/task$t")
+  done
+done; done; done
+[ "$TRAIN_ONLY" = 1 ] || $PY -m nesyseq_cli.main evaluate qa --out "$OUT/report" "${RUNS[@]}"
