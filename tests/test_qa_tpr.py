@@ -73,22 +73,6 @@ def test_tpr_rnn_equals_dense_equations():
     assert (ref.max(-1).values - ref.min(-1).values).min() > 1e-3     # not a flat distribution
 
 
-class _DenseTPR:
-    """Drop-in for ``_FactoredTPR`` that holds F densely (the pre-factoring code)."""
-
-    def __init__(self):
-        self.F = None
-
-    def read(self, a, b):
-        if self.F is None:
-            return torch.zeros_like(a)
-        return torch.einsum("be,br,berf->bf", a, b, self.F)
-
-    def write(self, es, rs, fs):
-        dF = sum(torch.einsum("be,br,bf->berf", e, r, f) for e, r, f in zip(es, rs, fs))
-        self.F = dF if self.F is None else self.F + dF
-
-
 @pytest.mark.parametrize("cls", [TPRRNNModel, SymbolicTPRModel])
 def test_factored_memory_equals_dense_with_gradients(cls, monkeypatch):
     import plugins.models.qa_tpr as qt
@@ -103,7 +87,7 @@ def test_factored_memory_equals_dense_with_gradients(cls, monkeypatch):
         return p.detach(), [x.grad.clone() for x in model.parameters() if x.grad is not None]
 
     p, g = run()
-    monkeypatch.setattr(qt, "_FactoredTPR", _DenseTPR)
+    monkeypatch.setattr(qt, "_FactoredTPR", qt.DenseTPR)
     p_ref, g_ref = run()
     torch.testing.assert_close(p, p_ref, rtol=0, atol=1e-7)
     assert len(g) == len(g_ref)

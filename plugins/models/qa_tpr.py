@@ -95,6 +95,23 @@ class _FactoredTPR:
         self.U.append(torch.stack(fs, 1))
 
 
+class DenseTPR:
+    """F held densely, F ← F + Σ_k e_k ⊗ r_k ⊗ f_k: the formula as written, kept as the
+    reference and benchmark baseline for ``_FactoredTPR`` (same ``read`` / ``write``)."""
+
+    def __init__(self):
+        self.F = None
+
+    def read(self, a, b):
+        if self.F is None:
+            return torch.zeros_like(a)
+        return torch.einsum("be,br,berf->bf", a, b, self.F)
+
+    def write(self, es, rs, fs):
+        dF = sum(torch.einsum("be,br,bf->berf", e, r, f) for e, r, f in zip(es, rs, fs))
+        self.F = dF if self.F is None else self.F + dF
+
+
 class TPREncoder(FairseqEncoder):
     def __init__(self, cfg, dictionary, symbolic):
         super().__init__(dictionary)
