@@ -43,16 +43,19 @@ class TPRConfig(FairseqDataclass):
     dropout: float = field(default=0.0, metadata={"help": "dropout on story/question embeddings"})
     init_limit: float = field(default=0.1, metadata={"help": "A ~ U(-limit, limit) (tpr_rnn.py:45)"})
     zero_unseen_alpha: bool = field(default=False, metadata={"help": "also zero α of unseen words"})
+    sym_lambda_init: float = field(default=0.1, metadata={
+        "help": "stpr: initial λ of every symbolic MLP layer (γ starts at 0). 1.0 starts the TPR "
+                "write gain |e|²|r|² above 2, where the update overshoots and F diverges (docs/qa.md)"})
 
 
 class _MLP(nn.Module):
     """Two tanh layers (TPR-RNN-Torch utils.py:21-24); symbolic: SymbolicLinear layers."""
 
-    def __init__(self, d_in, hidden, d_out, symbolic):
+    def __init__(self, d_in, hidden, d_out, symbolic, lam=1.0):
         super().__init__()
         self.symbolic = symbolic
         if symbolic:
-            self.l1, self.l2 = SymbolicLinear(d_in, hidden), SymbolicLinear(hidden, d_out)
+            self.l1, self.l2 = SymbolicLinear(d_in, hidden, lam=lam), SymbolicLinear(hidden, d_out, lam=lam)
         else:
             self.l1, self.l2 = nn.Linear(d_in, hidden), nn.Linear(hidden, d_out)
 
@@ -125,11 +128,11 @@ class TPREncoder(FairseqEncoder):
         self.pos = nn.Parameter(torch.full((cfg.max_words, d), 1.0 / cfg.max_words))   # tpr_rnn.py:47-49
         E = d if symbolic else cfg.entity_dim
         R = d if symbolic else cfg.role_dim
-        H = cfg.hidden_dim
-        self.story_e = nn.ModuleList([_MLP(d, H, E, symbolic) for _ in range(2)])
-        self.story_r = nn.ModuleList([_MLP(d, H, R, symbolic) for _ in range(3)])
-        self.q_e = _MLP(d, H, E, symbolic)
-        self.q_r = nn.ModuleList([_MLP(d, H, R, symbolic) for _ in range(3)])
+        H, lam = cfg.hidden_dim, cfg.sym_lambda_init
+        self.story_e = nn.ModuleList([_MLP(d, H, E, symbolic, lam) for _ in range(2)])
+        self.story_r = nn.ModuleList([_MLP(d, H, R, symbolic, lam) for _ in range(3)])
+        self.q_e = _MLP(d, H, E, symbolic, lam)
+        self.q_r = nn.ModuleList([_MLP(d, H, R, symbolic, lam) for _ in range(3)])
         self.ln = nn.ModuleList([nn.LayerNorm(E) for _ in range(3)])
         self.Z = nn.Linear(E, V, bias=False)                                   # trained (unlike .data)
         if symbolic:
