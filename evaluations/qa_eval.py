@@ -95,6 +95,13 @@ def _task_key(t: str):
     return (0, int(t)) if t.isdigit() else (1, t)
 
 
+SPLIT_ORDER = ("original", "rooms", "objects", "people")   # the paper's Table 2 columns
+
+
+def _split_key(split: str):
+    return (SPLIT_ORDER.index(split), "") if split in SPLIT_ORDER else (len(SPLIT_ORDER), split)
+
+
 def markdown(rows: List[Dict[str, str]], label: str) -> str:
     lines = []
     plain = [r for r in rows if not r.get("split") and not r.get("names")]
@@ -123,7 +130,7 @@ def markdown(rows: List[Dict[str, str]], label: str) -> str:
         models = sorted({k[2] for k in agg})
         lines += [f"### Zero-shot error (%), {label} (Table 2 layout; mean ± std over seeds)", "",
                   "| unseen | task | " + " | ".join(models) + " |", "|---" * (len(models) + 2) + "|"]
-        for split, task in sorted({(k[0], k[1]) for k in agg}, key=lambda x: (x[0], _task_key(x[1]))):
+        for split, task in sorted({(k[0], k[1]) for k in agg}, key=lambda x: (_task_key(x[1]), _split_key(x[0]))):
             cells = [agg.get((split, task, m)) for m in models]
             lines.append(f"| {split} | {task} | " + " | ".join(
                 "" if a is None else f"{a['mean']:.1f} ± {a['std']:.1f}" for a in cells) + " |")

@@ -165,12 +165,19 @@ def test_qa_report_aggregates_seeds(tmp_path):
 
     rows = [dict(model="smn", task="1", seed=str(s), error=str(e), names="10") for s, e in ((0, 1.0), (1, 3.0))]
     rows += [dict(model="stpr", task="2", seed="0", error="7.5", split="rooms")]
+    rows += [dict(model="stpr", task=t, seed="0", error="1.0", split=sp)
+             for t in ("5", "2") for sp in ("people", "original", "objects")]
     rows += [dict(model="mn", task="1", seed="0", error="2.0"), dict(model="mn", task="2", seed="0", error="50.0")]
     md = markdown(rows, "bAbI-style")
     assert "| 1 | smn | 2.0 ± 1.0 |" in md                      # mean ± population std over seeds
     assert "| rooms | 2 | 7.5 ± 0.0 |" in md
+    zs = [line.split("|")[1:3] for line in md.splitlines() if line.startswith("| ") and "| 2 |" in line
+          or line.startswith("| ") and "| 5 |" in line]
+    assert [(a.strip(), b.strip()) for a, b in zs] == [
+        ("original", "2"), ("rooms", "2"), ("objects", "2"), ("people", "2"),
+        ("original", "5"), ("objects", "5"), ("people", "5")]             # Table 2 order
     assert "| mn | 2.0 ± 0.0 (n=1) | 50.0 ± 0.0 (n=1) | 26.0 | 1/2 |" in md
     paths = write_reports(rows, tmp_path, "bAbI-style")
-    assert paths["curve"].exists() and paths["csv"].read_text().count("\n") == 6
+    assert paths["curve"].exists() and paths["csv"].read_text().count("\n") == 12
     with pytest.raises(UserError, match="missing ckpt"):
         parse_run("model=a,task=1,seed=0,data=x")
