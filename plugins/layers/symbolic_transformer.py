@@ -128,47 +128,9 @@ class SymbolicTPMultiheadAttention(TPMultiheadAttention):
             s = (s * _expand_mask(slot_mask, s)).unsqueeze(1).expand(-1, H, -1, -1)
             return torch.cat([self._heads(k), s], -1), torch.cat([self._heads(v), s], -1)
 
-        if self.self_attention:
-            proj = self.in_proj(query)
-            if self.role_binding:
-                q, r, k, v = proj.split(d, dim=-1)
-            else:
-                (q, k, v), r = proj.split(d, dim=-1), None
-            k, v = keys_values(k, v, query_sym)
-            if incremental_state is not None:
-                if "prev_key" in saved:
-                    k = torch.cat([saved["prev_key"], k], dim=2)
-                    v = torch.cat([saved["prev_value"], v], dim=2)
-                saved["prev_key"], saved["prev_value"] = k, v
-                self._set_input_buffer(incremental_state, saved)
-        else:
-            qr = self.q_proj(query)
-            if self.role_binding:
-                q, r = qr.split(d, dim=-1)
-            else:
-                q, r = qr, None
-            if incremental_state is not None and "prev_key" in saved:
-                k, v = saved["prev_key"], saved["prev_value"]
-            else:
-                k, v = self.kv_proj(memory).split(d, dim=-1)
-                k, v = keys_values(k, v, memory_sym)
-                if incremental_state is not None:
-                    saved["prev_key"], saved["prev_value"] = k, v
-                    self._set_input_buffer(incremental_state, saved)
+        q, r, k, v = self._project(query, memory, incremental_state, saved, keys_values, query_sym, memory_sym)
         q = torch.cat([self._heads(q), q_sym.to(q.dtype)], -1)              # (B, H, Tq, dk+m)
-
-        Tk = k.size(2)
-        attn_mask = None
-        if key_padding_mask is not None:
-            attn_mask = ~key_padding_mask[:, None, None, :Tk]
-        is_causal = False
-        if causal and Tq > 1:
-            if Tq != Tk:
-                raise ValueError("causal TP-attention with a cache expects one query step at a time")
-            if attn_mask is None:
-                is_causal = True
-            else:
-                attn_mask = attn_mask & torch.ones(Tq, Tk, dtype=torch.bool, device=query.device).tril()
+        attn_mask, is_causal = self._attention_mask(key_padding_mask, causal, Tq, k.size(2), query.device)
         both = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal,
             dropout_p=self.dropout if self.training else 0.0, scale=1.0 / math.sqrt(dk))

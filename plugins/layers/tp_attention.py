@@ -110,50 +110,10 @@ class TPMultiheadAttention(nn.Module):
     ):
         B, Tq, d = query.shape
         saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
-
-        if self.self_attention:
-            proj = self.in_proj(query)
-            if self.role_binding:
-                q, r, k, v = proj.split(d, dim=-1)
-            else:
-                q, k, v = proj.split(d, dim=-1)
-                r = None
-            q, k, v = self._heads(q), self._heads(k), self._heads(v)  # (B, H, T, d_k)
-            if incremental_state is not None:
-                if "prev_key" in saved:  # append this step to the cached keys / values
-                    k = torch.cat([saved["prev_key"], k], dim=2)
-                    v = torch.cat([saved["prev_value"], v], dim=2)
-                saved["prev_key"], saved["prev_value"] = k, v
-                self._set_input_buffer(incremental_state, saved)
-        else:
-            qr = self.q_proj(query)
-            if self.role_binding:
-                q, r = qr.split(d, dim=-1)
-            else:
-                q, r = qr, None
-            q = self._heads(q)
-            if incremental_state is not None and "prev_key" in saved:
-                k, v = saved["prev_key"], saved["prev_value"]  # static encoder keys / values
-            else:
-                k, v = self.kv_proj(memory).split(d, dim=-1)
-                k, v = self._heads(k), self._heads(v)
-                if incremental_state is not None:
-                    saved["prev_key"], saved["prev_value"] = k, v
-                    self._set_input_buffer(incremental_state, saved)
-
-        Tk = k.size(2)
-        attn_mask = None
-        if key_padding_mask is not None:  # callers pass None when nothing is padded
-            attn_mask = ~key_padding_mask[:, None, None, :Tk]  # (B, 1, 1, Tk), True = attend
-        is_causal = False
-        if causal and Tq > 1:
-            if Tq != Tk:
-                raise ValueError("causal TP-attention with a cache expects one query step at a time")
-            if attn_mask is None:
-                is_causal = True
-            else:
-                tri = torch.ones(Tq, Tk, dtype=torch.bool, device=query.device).tril()
-                attn_mask = attn_mask & tri
+        heads = lambda k, v, _src: (self._heads(k), self._heads(v))  # noqa: E731
+        q, r, k, v = self._project(query, memory, incremental_state, saved, heads)
+        q = self._heads(q)                                                # (B, H, Tq, d_k)
+        attn_mask, is_causal = self._attention_mask(key_padding_mask, causal, Tq, k.size(2), query.device)
         # filler vbar^h_t = sum_i alpha^{h,i}_t v^h_i                      (B, H, Tq, d_k)
         vbar = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal,
@@ -165,6 +125,55 @@ class TPMultiheadAttention(nn.Module):
         if return_roles:
             return out, r
         return out
+
+    def _project(self, query, memory, incremental_state, saved, to_heads, query_src=None, memory_src=None):
+        """-> q (B, Tq, d), r (B, Tq, d) or None, k and v as ``to_heads(k, v, src)`` makes them
+        (B, H, Tk, ·), with the incremental cache: self-attention appends this step's keys and
+        values to the cached ones; encoder-decoder attention computes them once and reuses them.
+        ``src`` is ``query_src`` for self-attention and ``memory_src`` otherwise (the symbolic
+        subclass passes the slot vectors there)."""
+        d = query.size(-1)
+        if self.self_attention:
+            proj = self.in_proj(query)
+            if self.role_binding:
+                q, r, k, v = proj.split(d, dim=-1)
+            else:
+                (q, k, v), r = proj.split(d, dim=-1), None
+            k, v = to_heads(k, v, query_src)
+            if incremental_state is not None:
+                if "prev_key" in saved:  # append this step to the cached keys / values
+                    k = torch.cat([saved["prev_key"], k], dim=2)
+                    v = torch.cat([saved["prev_value"], v], dim=2)
+                saved["prev_key"], saved["prev_value"] = k, v
+                self._set_input_buffer(incremental_state, saved)
+            return q, r, k, v
+        qr = self.q_proj(query)
+        q, r = qr.split(d, dim=-1) if self.role_binding else (qr, None)
+        if incremental_state is not None and "prev_key" in saved:
+            k, v = saved["prev_key"], saved["prev_value"]  # static encoder keys / values
+        else:
+            k, v = self.kv_proj(memory).split(d, dim=-1)
+            k, v = to_heads(k, v, memory_src)
+            if incremental_state is not None:
+                saved["prev_key"], saved["prev_value"] = k, v
+                self._set_input_buffer(incremental_state, saved)
+        return q, r, k, v
+
+    @staticmethod
+    def _attention_mask(key_padding_mask, causal, Tq, Tk, device):
+        """-> (attn_mask (B, 1, 1|Tq, Tk) with True = attend, or None; is_causal)."""
+        attn_mask = None
+        if key_padding_mask is not None:  # callers pass None when nothing is padded
+            attn_mask = ~key_padding_mask[:, None, None, :Tk]  # (B, 1, 1, Tk), True = attend
+        is_causal = False
+        if causal and Tq > 1:
+            if Tq != Tk:
+                raise ValueError("causal TP-attention with a cache expects one query step at a time")
+            if attn_mask is None:
+                is_causal = True
+            else:
+                attn_mask = attn_mask & torch.ones(Tq, Tk, dtype=torch.bool, device=device).tril()
+        return attn_mask, is_causal
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         saved = self._get_input_buffer(incremental_state)
