@@ -133,28 +133,32 @@ def write_curves(curves, out: Path, split: str = "validate") -> None:
     save_png(fig, out / "curves.png", dpi=120)
 
 
+def _name_and_path(spec: str, flag: str, placeholder: str, kind: str, exists):
+    """``NAME=PATH`` -> (NAME, PATH); one-line errors name the flag (bad form, missing ``kind``)."""
+    from nesyseq_cli.errors import UserError
+
+    if "=" not in spec:
+        raise UserError(f"{flag} {spec!r}: expected NAME={placeholder}")
+    name, path = spec.split("=", 1)
+    if not exists(path):
+        raise UserError(f"{flag} {name}: no {kind} {path}")
+    return name, path
+
+
 def run(args) -> int:
     from nesyseq_cli.errors import UserError
 
     splits = [s for s in args.splits.split(",") if s]
     rows = []
     for spec in args.checkpoint:
-        if "=" not in spec:
-            raise UserError(f"--checkpoint {spec!r}: expected NAME=PATH")
-        name, path = spec.split("=", 1)
-        if not os.path.isfile(path):
-            raise UserError(f"--checkpoint {name}: no file {path}")
+        name, path = _name_and_path(spec, "--checkpoint", "PATH", "file", os.path.isfile)
         row = score_checkpoint(path, args.data, splits, args.batch_size)
         row["name"] = name
         rows.append(row)
     print(write_reports(rows, splits, Path(args.out)), end="")
     curves = {}
     for spec in args.curve:
-        if "=" not in spec:
-            raise UserError(f"--curve {spec!r}: expected NAME=SAVE_DIR")
-        name, save_dir = spec.split("=", 1)
-        if not os.path.isdir(save_dir):
-            raise UserError(f"--curve {name}: no directory {save_dir}")
+        name, save_dir = _name_and_path(spec, "--curve", "SAVE_DIR", "directory", os.path.isdir)
         points = interval_checkpoints(save_dir)
         if not points:
             raise UserError(f"--curve {name}: no checkpoint_{{epoch}}_{{updates}}.pt in {save_dir} "
