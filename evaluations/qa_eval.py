@@ -6,7 +6,10 @@
 
 Each ``--run`` is one trained checkpoint with its labels (``model``, ``task``, ``seed`` required;
 ``names`` for the Fig. 1 sweep, ``split`` e.g. rooms/objects/people for the zero-shot table;
-``ckpt`` and ``data`` the checkpoint and the ``bin/task{N}`` folder; ``subset`` default test).
+``ckpt`` and ``data`` the checkpoint and the ``bin/task{N}`` folder; ``subset`` default test;
+``beta`` a diagnostic: evaluate with the symbolic output mixture weight β of eq. 4 fixed to
+this value, e.g. ``beta=0`` for the symbolic part alone; label such rows with their own
+``model=`` name, they are not the trained model).
 The answer is the argmax of the model's distribution at target step 0 (the answer token);
 error = % of questions answered wrongly.  Seeds are aggregated as mean ± std (population std
 over the seeds given).  A task is passed when its mean error < 5% (bAbI convention).
@@ -34,7 +37,7 @@ REQUIRED = ("model", "task", "seed", "ckpt", "data")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", action="append", required=True, metavar="K=V,...",
-                        help="one checkpoint: model=,task=,seed=,ckpt=,data=[,names=][,split=][,subset=]")
+                        help="one checkpoint: model=,task=,seed=,ckpt=,data=[,names=][,split=][,subset=][,beta=]")
     parser.add_argument("--out", required=True, metavar="DIR", help="report directory")
     parser.add_argument("--label", default="bAbI-style", help="data label used in titles (bAbI / bAbI-style)")
     parser.add_argument("--batch-size", type=int, default=256, help="questions per forward pass")
@@ -53,8 +56,31 @@ def parse_run(text: str) -> Dict[str, str]:
     return run
 
 
-def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 256) -> Dict[str, float]:
-    """% wrong answers of ``ckpt`` on ``data``/``subset`` (argmax at the answer step)."""
+def _fix_beta(model, beta: str, ckpt: str) -> None:
+    """Set every ``beta_logit`` (the eq. 4 mixture p = β p_sem + (1 − β) p_sym) to logit(β)."""
+    import math
+
+    import torch
+
+    try:
+        b = float(beta)
+    except ValueError:
+        b = -1.0
+    if not 0.0 <= b <= 1.0:
+        raise UserError(f"--run beta={beta}: expected a number in [0, 1]")
+    params = [p for n, p in model.named_parameters() if n.split(".")[-1] == "beta_logit"]
+    if not params:
+        raise UserError(f"--run beta={beta}: {ckpt} has no symbolic output mixture (no beta_logit parameter)")
+    logit = 30.0 if b >= 1 - 1e-13 else -30.0 if b <= 1e-13 else math.log(b / (1 - b))
+    with torch.no_grad():
+        for p in params:
+            p.fill_(logit)
+
+
+def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 256,
+                 beta: str = None) -> Dict[str, float]:
+    """% wrong answers of ``ckpt`` on ``data``/``subset`` (argmax at the answer step);
+    ``beta``: evaluate with the output mixture weight fixed (a diagnostic, see the module doc)."""
     import torch
     from fairseq import checkpoint_utils
 
@@ -66,6 +92,8 @@ def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 2
         raise UserError(f"--run data={data}: no such directory")
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([ckpt], arg_overrides={"data": data})
     model = models[0].eval()
+    if beta is not None:
+        _fix_beta(model, beta, ckpt)
     task.load_dataset(subset)
     ds = task.dataset(subset)
     wrong = total = 0
@@ -153,7 +181,7 @@ def write_reports(rows: List[Dict[str, str]], out: Path, label: str) -> Dict[str
     from evaluations.plotting import pyplot, save_png
 
     out.mkdir(parents=True, exist_ok=True)
-    fields = ["model", "task", "seed", "names", "split", "subset", "error", "questions", "ckpt", "data"]
+    fields = ["model", "task", "seed", "names", "split", "subset", "beta", "error", "questions", "ckpt", "data"]
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
     w.writeheader()
@@ -195,7 +223,7 @@ def run(args) -> int:
     runs = [parse_run(t) for t in args.run]
     rows = []
     for r in runs:
-        res = answer_error(r["ckpt"], r["data"], r.get("subset", "test"), args.batch_size)
+        res = answer_error(r["ckpt"], r["data"], r.get("subset", "test"), args.batch_size, r.get("beta"))
         rows.append(dict(r, subset=r.get("subset", "test"), error=f"{res['error']:.2f}",
                          questions=str(res["questions"])))
     paths = write_reports(rows, Path(args.out), args.label)

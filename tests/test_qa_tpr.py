@@ -127,3 +127,29 @@ def test_stpr_default_init_starts_in_the_stable_regime(monkeypatch):
             model.encoder.A.alpha_logit.fill_(2.0)
         gains[lam] = _max_write_gain(model, src, monkeypatch)
     assert gains[0.1] < 1.0 < 2.0 < gains[1.0], gains
+
+
+def test_evaluate_beta_diagnostic_fixes_the_mixture():
+    """evaluate qa's beta= diagnostic: β = 0 leaves only the symbolic part (no mass outside the
+    context), β = 1 only the semantic softmax; bad values and models without β are errors."""
+    from evaluations.qa_eval import _fix_beta
+    from nesyseq_cli.errors import UserError
+    from plugins.models.qa_memnet import MemNetConfig, MemNetModel
+
+    model, d = _build(SymbolicTPRModel)
+    src = encode(d, STORIES)
+    outside = [i for i in range(len(d)) if i not in set(src[0].tolist())]
+    _fix_beta(model, "0", "ck.pt")
+    p0 = _probs(model, src)
+    assert p0[0, outside].sum() < 1e-9 and torch.allclose(p0.sum(-1), torch.ones(3, dtype=p0.dtype))
+    _fix_beta(model, "1", "ck.pt")
+    p1 = _probs(model, src)
+    assert p1[0, outside].sum() > 1e-3
+    _fix_beta(model, "0.25", "ck.pt")
+    torch.testing.assert_close(_probs(model, src), 0.25 * p1 + 0.75 * p0, rtol=0, atol=1e-6)
+    for bad in ("2", "x"):
+        with pytest.raises(UserError, match="beta"):
+            _fix_beta(model, bad, "ck.pt")
+    memnet = MemNetModel.build_model(MemNetConfig(embed_dim=8, hops=1, max_story=10, max_words=8), FakeTask(d))
+    with pytest.raises(UserError, match="no symbolic output mixture"):
+        _fix_beta(memnet, "0", "ck.pt")
