@@ -11,6 +11,8 @@ LR=${LR:-0.005}; LR_PATIENCE=${LR_PATIENCE:-3}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
+# shellcheck source=configs/qa_train.sh
+source "$HERE/configs/qa_train.sh"
 mkdir -p "$OUT/ck"
 RUNS=()
 for k in $KS; do
@@ -23,11 +25,7 @@ for k in $KS; do
       *) echo "qa_appendix_b_sweep.sh: unknown model '$m'" >&2; exit 2 ;;
     esac
     ck=$OUT/ck/${m}_k${k}_s$s
-    [ -f "$ck/checkpoint_best.pt" ] || fairseq-train "$data/bin/taskb" --user-dir "$HERE/user_dir" --task babi_qa \
-        --arch "${m}_babi" --embed-dim 50 --hops 3 --max-story 50 --criterion cross_entropy --optimizer adam \
-        --lr "$LR" --clip-norm 5.0 --batch-size 32 --max-update "$MAXUP" --lr-scheduler reduce_lr_on_plateau \
-        --lr-shrink 0.5 --lr-patience "$LR_PATIENCE" --save-dir "$ck" --no-epoch-checkpoints --no-last-checkpoints \
-        --num-workers 0 --cpu --seed "$s" --log-format simple --log-interval 1000 > "$ck.log" 2>&1
+    qa_train "$data/bin/taskb" "$ck" "$s" "$MAXUP" --arch "${m}_babi" --embed-dim 50 --hops 3 --max-story 50
     RUNS+=(--run "model=$m,task=b-k$k,seed=$s,ckpt=$ck/checkpoint_best.pt,data=$data/bin/taskb")
   done; done
 done

@@ -15,6 +15,8 @@ read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
+# shellcheck source=configs/qa_train.sh
+source "$HERE/configs/qa_train.sh"
 RUNS=()
 for n in $NAMES; do
   data=$OUT/data_n$n
@@ -29,11 +31,7 @@ for n in $NAMES; do
       *) echo "qa_fig1_sweep.sh: unknown model '$m'" >&2; exit 2 ;;
     esac
     mkdir -p "$OUT/ck"
-    [ -f "$ck/checkpoint_best.pt" ] || fairseq-train "$data/bin/task1" --user-dir "$HERE/user_dir" --task babi_qa \
-        "${MODEL_ARGS[@]}" ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} --criterion cross_entropy --optimizer adam \
-        --lr "$LR" --clip-norm 5.0 --batch-size 32 --max-update "$MAXUP" --lr-scheduler reduce_lr_on_plateau \
-        --lr-shrink 0.5 --lr-patience "$LR_PATIENCE" --save-dir "$ck" --no-epoch-checkpoints --no-last-checkpoints \
-        --num-workers 0 --cpu --seed "$s" --log-format simple --log-interval 1000 > "$ck.log" 2>&1
+    qa_train "$data/bin/task1" "$ck" "$s" "$MAXUP" "${MODEL_ARGS[@]}" ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}
     RUNS+=(--run "model=$m,task=1,seed=$s,names=$n,ckpt=$ck/checkpoint_best.pt,data=$data/bin/task1")
   done; done
 done

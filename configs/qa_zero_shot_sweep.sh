@@ -18,6 +18,8 @@ read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
+# shellcheck source=configs/qa_train.sh
+source "$HERE/configs/qa_train.sh"
 data=$OUT/data
 if [ ! -f "$data/.done" ]; then
   $PY -m nesyseq_cli.main prepare qa --generate --out "$data" --tasks "${TASKS// /,}" \
@@ -33,11 +35,7 @@ for t in $TASKS; do for m in $MODELS; do for s in $SEEDS; do
     tpr_rnn|stpr) MODEL_ARGS=(--arch "${m}_babi" --adam-betas "(0.9,0.99)") ;;
     *) echo "qa_zero_shot_sweep.sh: unknown model '$m'" >&2; exit 2 ;;
   esac
-  [ -f "$ck/checkpoint_best.pt" ] || fairseq-train "$data/bin/task$t" --user-dir "$HERE/user_dir" --task babi_qa \
-      "${MODEL_ARGS[@]}" ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} --criterion cross_entropy --optimizer adam \
-      --lr "$LR" --clip-norm 5.0 --batch-size 32 --max-update "$MAXUP" --lr-scheduler reduce_lr_on_plateau \
-      --lr-shrink 0.5 --lr-patience "$LR_PATIENCE" --save-dir "$ck" --no-epoch-checkpoints --no-last-checkpoints \
-      --num-workers 0 --cpu --seed "$s" --log-format simple --log-interval 1000 > "$ck.log" 2>&1
+  qa_train "$data/bin/task$t" "$ck" "$s" "$MAXUP" "${MODEL_ARGS[@]}" ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}
   for split in original rooms objects people; do
     sub=test; [ "$split" = original ] || sub=test_$split
     RUNS+=(--run "model=$m,task=$t,seed=$s,split=$split,subset=$sub,ckpt=$ck/checkpoint_best.pt,data=$data/bin/task$t")

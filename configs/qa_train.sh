@@ -1,0 +1,15 @@
+# Sourced by the QA sweep scripts: the training command they share (paper App. D set-up:
+# batch 32, Adam, clip 5.0, lr halving on plateau, checkpoint_best on the held-out 10%).
+#   qa_train DATA SAVE_DIR SEED MAX_UPDATE [model and extra fairseq-train options...]
+# Uses LR, LR_PATIENCE and HERE from the caller; skips a run whose checkpoint_best.pt exists;
+# the log goes to SAVE_DIR.log.
+qa_train() {
+  local data=$1 ck=$2 seed=$3 maxup=$4
+  shift 4
+  [ -f "$ck/checkpoint_best.pt" ] && return 0
+  fairseq-train "$data" --user-dir "$HERE/user_dir" --task babi_qa "$@" --criterion cross_entropy \
+      --optimizer adam --lr "$LR" --clip-norm 5.0 --batch-size 32 --max-update "$maxup" \
+      --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience "$LR_PATIENCE" --save-dir "$ck" \
+      --no-epoch-checkpoints --no-last-checkpoints --num-workers 0 --cpu --seed "$seed" \
+      --log-format simple --log-interval 1000 > "$ck.log" 2>&1
+}
