@@ -83,19 +83,20 @@ class _FactoredTPR:
     regrouped: ``tests/test_qa_tpr.py`` checks it against the dense formula."""
 
     def __init__(self):
-        self.P, self.Q, self.U = [], [], []       # lists of (B, n_k, E) / (B, n_k, R) / (B, n_k, E)
+        self.P = self.Q = self.U = None            # (B, n, E) / (B, n, R) / (B, n, E)
 
     def read(self, a, b):
-        if not self.P:
+        if self.P is None:
             return torch.zeros_like(a)
-        P, Q, U = torch.cat(self.P, 1), torch.cat(self.Q, 1), torch.cat(self.U, 1)
-        coef = (P @ a.unsqueeze(-1)) * (Q @ b.unsqueeze(-1))                  # (B, n, 1)
-        return (coef * U).sum(1)                                               # (B, E)
+        coef = (self.P @ a.unsqueeze(-1)) * (self.Q @ b.unsqueeze(-1))        # (B, n, 1)
+        return (coef * self.U).sum(1)                                          # (B, E)
 
     def write(self, es, rs, fs):
-        self.P.append(torch.stack(es, 1))
-        self.Q.append(torch.stack(rs, 1))
-        self.U.append(torch.stack(fs, 1))
+        new = [torch.stack(x, 1) for x in (es, rs, fs)]                        # three terms each
+        if self.P is None:
+            self.P, self.Q, self.U = new
+        else:
+            self.P, self.Q, self.U = (torch.cat([old, x], 1) for old, x in zip((self.P, self.Q, self.U), new))
 
 
 class DenseTPR:
