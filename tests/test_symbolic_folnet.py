@@ -8,13 +8,13 @@ import torch
 import plugins  # noqa: F401
 import plugins.models.folnet_transformer as ft
 from fairseq import models
-from plugins.layers import symbolic
-from plugins.layers.symbolic_transformer import SymbolicFeedForward
 from plugins.models.folnet_transformer import FolnetTransformerConfig, FolnetTransformerModel
-from tests.qa_helpers import NAMES, FakeTask, encode, make_dict
-from tests.test_symbolic_transformer import _reorder_slots as _reorder_slots_in
-from tests.test_symbolic_transformer import (BOTH, PERM, PREFIX, STORIES, _dense_mutant, _permute_text,
-                                             _prev)
+from tests.decoding_helpers import incremental_outputs, reorder_mid_sequence
+from tests.qa_helpers import FakeTask, encode, make_dict
+from tests.test_symbolic_transformer import BOTH, STORIES, _by_vocab_id, _dense_mutant, _prev, _shuffled
+from tests.test_symbolic_transformer import equivariance_gap as gap
+from tests.test_symbolic_transformer import name_spread as spread
+from tests.test_symbolic_transformer import probs, tie_names
 
 
 def build(seed=0, tie=True, **flags):
@@ -29,35 +29,8 @@ def build(seed=0, tie=True, **flags):
         for p in model.parameters():
             p.add_(0.3 * torch.randn_like(p))
     if tie:
-        ids = [d.index(n) for n in NAMES]
-        with torch.no_grad():
-            E = model.encoder.core.embed_tokens.weight
-            E[ids] = E[ids[0]].clone()
-            if model.encoder.alpha is not None and model.encoder.alpha.learned:
-                a = model.encoder.alpha.alpha_logit
-                a[ids] = a[ids[0]].clone()
+        tie_names(model, d, model.encoder.core.embed_tokens)
     return model, d
-
-
-def probs(model, d, texts, prefix=PREFIX):
-    src = encode(d, texts)
-    with torch.no_grad():
-        out = model(src, src.ne(d.pad()).sum(1), _prev(d, len(texts), prefix))
-        return model.get_normalized_probs(out, log_probs=False).double()
-
-
-def gap(model, d):
-    p = probs(model, d, STORIES)
-    p_perm = probs(model, d, [_permute_text(t) for t in STORIES], _permute_text(PREFIX))
-    idx = torch.arange(len(d))
-    for a, b in PERM.items():
-        idx[d.index(b)] = d.index(a)
-    return (p_perm - p[..., idx]).abs().max().item()
-
-
-def spread(model, d):
-    p = probs(model, d, STORIES)[..., [d.index(n) for n in NAMES]]
-    return (p.max(-1).values - p.min(-1).values).max().item()
 
 
 @pytest.mark.parametrize("flags", [BOTH, dict(symbolic_embeddings=True), dict(symbolic_output=True)],
@@ -81,29 +54,22 @@ def test_mutants():
     assert gap(model, d) > 1e-6                       # one permuted name's α untied (exact: < 1e-9)
 
 
-def _reorder_slots(monkeypatch, order_fn):
-    _reorder_slots_in(monkeypatch, order_fn, module=ft)
-
-
 def test_slot_numbering_and_dense_mutant(monkeypatch):
     model, d = build(**BOTH)
     p = probs(model, d, STORIES)
-    g = torch.Generator().manual_seed(3)
-    shuffle = lambda s: torch.stack([torch.randperm(s.m, generator=g) for _ in range(s.slot_vocab.size(0))])  # noqa
-    by_id = lambda s: s.slot_vocab.masked_fill(~s.slot_mask, 10 ** 9).argsort(-1)  # noqa: E731
     with monkeypatch.context() as mp:
-        _reorder_slots(mp, shuffle)
+        _shuffled(mp, module=ft)
         torch.testing.assert_close(probs(model, d, STORIES), p, rtol=0, atol=1e-12)
     with monkeypatch.context() as mp:
-        _reorder_slots(mp, by_id)
+        _by_vocab_id(mp, module=ft)
         assert gap(model, d) < 1e-9
     _dense_mutant(model)
     p = probs(model, d, STORIES)
     with monkeypatch.context() as mp:
-        _reorder_slots(mp, shuffle)
+        _shuffled(mp, module=ft)
         assert (probs(model, d, STORIES) - p).abs().max() > 1e-4
     with monkeypatch.context() as mp:
-        _reorder_slots(mp, by_id)
+        _by_vocab_id(mp, module=ft)
         assert gap(model, d) > 1e-4
 
 
@@ -116,18 +82,9 @@ def test_padding_incremental_and_beam():
     with torch.no_grad():
         enc = model.encoder(src)
         full, _ = model.decoder(prev, encoder_out=enc)
-        inc, steps = {}, []
-        for t in range(T):
-            steps.append(model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc)[0])
-        torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-12)
-        order = torch.tensor([1, 1, 0])
-        inc = {}
-        for t in range(2):
-            model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc)
-        model.decoder.reorder_incremental_state_scripting(inc, order)
-        enc2 = model.encoder.reorder_encoder_out(enc, order)
-        out, _ = model.decoder(prev[order][:, :3], encoder_out=enc2, incremental_state=inc)
-        torch.testing.assert_close(out[:, -1], full[order, 2], rtol=0, atol=1e-12)
+        torch.testing.assert_close(incremental_outputs(model, prev, enc), full, rtol=0, atol=1e-12)
+        out, _, _ = reorder_mid_sequence(model, prev, enc, torch.tensor([1, 1, 0]), steps=2)
+        torch.testing.assert_close(out, full[[1, 1, 0], 2], rtol=0, atol=1e-12)
     assert torch.testing.assert_close(probs(model, d, STORIES).sum(-1), torch.ones(2, T, dtype=torch.float64)) is None
 
 

@@ -13,6 +13,7 @@ from fairseq import models
 from plugins.layers import symbolic
 from plugins.layers.symbolic_transformer import SymbolicFeedForward
 from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
+from tests.decoding_helpers import incremental_outputs, reorder_mid_sequence
 from tests.qa_helpers import NAMES, FakeTask, encode, make_dict
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . daniel moved to the office . where is john ?",
@@ -44,11 +45,11 @@ def build(arch="tp_transformer_tiny", seed=0, tie=True, **flags):
     return model, d
 
 
-def tie_names(model, d):
+def tie_names(model, d, embed_tokens=None):
     """The names share every per-word parameter: their E row and their α logit."""
     ids = [d.index(n) for n in NAMES]
     with torch.no_grad():
-        E = model.encoder.embedding.embed_tokens.weight
+        E = (embed_tokens or model.encoder.embedding.embed_tokens).weight
         E[ids] = E[ids[0]].clone()
         if model.encoder.alpha is not None and model.encoder.alpha.learned:
             a = model.encoder.alpha.alpha_logit
@@ -131,14 +132,14 @@ def _reorder_slots(monkeypatch, order_fn, module=tpt):
     monkeypatch.setattr(module, "context_symbols", patched)
 
 
-def _shuffled(monkeypatch, seed=3):
+def _shuffled(monkeypatch, seed=3, module=tpt):
     g = torch.Generator().manual_seed(seed)
     _reorder_slots(monkeypatch, lambda s: torch.stack([torch.randperm(s.m, generator=g)
-                                                       for _ in range(s.slot_vocab.size(0))]))
+                                                       for _ in range(s.slot_vocab.size(0))]), module)
 
 
-def _by_vocab_id(monkeypatch):
-    _reorder_slots(monkeypatch, lambda s: s.slot_vocab.masked_fill(~s.slot_mask, 10 ** 9).argsort(-1))
+def _by_vocab_id(monkeypatch, module=tpt):
+    _reorder_slots(monkeypatch, lambda s: s.slot_vocab.masked_fill(~s.slot_mask, 10 ** 9).argsort(-1), module)
 
 
 def _dense_mutant(model, seed=7):
@@ -231,29 +232,17 @@ def test_incremental_decoding_and_beam_reorder_equal_full_forward():
     src = encode(d, STORIES)
     prev = torch.tensor([[d.eos()] + [d.index(w) for w in "john daniel garden to".split()],
                          [d.eos()] + [d.index(w) for w in "mary office sandra is".split()]])
-    T = prev.size(1)
     with torch.no_grad():
         enc = model.encoder(src)
         full, _ = model.decoder(prev, encoder_out=enc)
-        inc, steps = {}, []
-        for t in range(T):
-            out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc)
-            steps.append(out)
-        torch.testing.assert_close(torch.cat(steps, 1), full, rtol=0, atol=1e-12)
+        torch.testing.assert_close(incremental_outputs(model, prev, enc), full, rtol=0, atol=1e-12)
         # beam search: reorder cache and encoder output mid-sequence (example 1 twice, then 0)
         order = torch.tensor([1, 1, 0])
-        inc = {}
-        for t in range(3):
-            model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc)
-        model.decoder.reorder_incremental_state_scripting(inc, order)
-        enc2 = model.encoder.reorder_encoder_out(enc, order)
+        out, full2, enc2 = reorder_mid_sequence(model, prev, enc, order, steps=3)
         assert enc2["slot_vocab"][0].tolist() == enc["slot_vocab"][0][order].tolist()
-        prev2 = prev[order]
-        out, _ = model.decoder(prev2[:, :4], encoder_out=enc2, incremental_state=inc)
-        full2, _ = model.decoder(prev2[:, :4], encoder_out=enc2)
-        torch.testing.assert_close(out[:, -1], full2[:, -1], rtol=0, atol=1e-12)
+        torch.testing.assert_close(out, full2, rtol=0, atol=1e-12)
         # and against the un-reordered full forward of the source rows
-        torch.testing.assert_close(out[:, -1], full[order, 3], rtol=0, atol=1e-12)
+        torch.testing.assert_close(out, full[order, 3], rtol=0, atol=1e-12)
 
 
 def test_unseen_words_zero_rows_and_alpha_option():

@@ -12,6 +12,7 @@ from fairseq import models
 from fairseq.data import Dictionary
 from plugins.layers.tp_attention import TPMultiheadAttention
 from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
+from tests.decoding_helpers import incremental_outputs, reorder_mid_sequence
 
 torch.manual_seed(0)
 
@@ -171,12 +172,7 @@ def test_incremental_decoding_equals_full_forward(arch):
     with torch.no_grad():
         enc = _encode(model, src)
         full, _ = model.decoder(prev, encoder_out=enc)
-        inc_state = {}
-        steps = []
-        for t in range(T):
-            out, _ = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc_state)
-            steps.append(out)
-        torch.testing.assert_close(torch.cat(steps, 1), full, rtol=1e-9, atol=1e-9)
+        torch.testing.assert_close(incremental_outputs(model, prev, enc), full, rtol=1e-9, atol=1e-9)
 
         # each step processes exactly one new token: every query-side projection and FF of
         # the decoder sees one time step, the encoder keys/values are projected once, and
@@ -202,16 +198,8 @@ def test_incremental_decoding_equals_full_forward(arch):
                 h.remove()
 
         # beam-style reordering of the cache mid-sequence
-        order = torch.tensor([2, 0, 0])
-        inc_state = {}
-        for t in range(3):
-            model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc_state)
-        model.decoder.reorder_incremental_state_scripting(inc_state, order)
-        enc2 = model.encoder.reorder_encoder_out(enc, order)
-        prev2 = prev[order]
-        out, _ = model.decoder(prev2[:, :4], encoder_out=enc2, incremental_state=inc_state)
-        full2, _ = model.decoder(prev2[:, :4], encoder_out=enc2)
-        torch.testing.assert_close(out[:, -1], full2[:, -1], rtol=1e-9, atol=1e-9)
+        out, full2, _ = reorder_mid_sequence(model, prev, enc, torch.tensor([2, 0, 0]), steps=3)
+        torch.testing.assert_close(out, full2, rtol=1e-9, atol=1e-9)
 
 
 def test_encoder_padding_invariance():
@@ -270,8 +258,6 @@ def test_incremental_decoding_steps_do_not_sync_with_the_host(left_pad):
     prev[:, 0] = d.eos()
     with torch.no_grad():
         enc = _encode(model, src)
-        inc_state = {}
         with _HostSyncCounter() as counter:
-            for t in range(prev.size(1)):
-                model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=inc_state)
+            incremental_outputs(model, prev, enc)
     assert counter.calls == []
