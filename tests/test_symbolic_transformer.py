@@ -15,6 +15,7 @@ from plugins.layers.symbolic_transformer import SymbolicFeedForward
 from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
 from tests.decoding_helpers import incremental_outputs, reorder_mid_sequence
 from tests.qa_helpers import NAMES, FakeTask, encode, make_dict
+from tests.test_tp_transformer import projection_weights
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . daniel moved to the office . where is john ?",
            "sandra moved to the garden . mary moved to the office . where is mary ?"]
@@ -278,15 +279,9 @@ def test_fp16_half_model_returns_fp32_probabilities():
 def naive_symbolic_attention(mod, z, s, slot_mask, memory=None, memory_s=None, key_pad=None, causal=False):
     """The attention of plugins/layers/symbolic_transformer.py written out head by head."""
     d, H, dk = mod.embed_dim, mod.num_heads, mod.head_dim
+    (Wq, Wr, Wk, Wv), (bq, br, bk, bv) = projection_weights(mod)
     if mod.self_attention:
-        Wq, Wr, Wk, Wv = mod.in_proj.weight.split(d, 0)
-        bq, br, bk, bv = mod.in_proj.bias.split(d, 0)
         memory, memory_s = z, s
-    else:
-        Wq, Wr = mod.q_proj.weight.split(d, 0)
-        bq, br = mod.q_proj.bias.split(d, 0)
-        Wk, Wv = mod.kv_proj.weight.split(d, 0)
-        bk, bv = mod.kv_proj.bias.split(d, 0)
     B, T, _ = z.shape
     S = memory.size(1)
     real = slot_mask.double()[:, None, :]                                   # (B, 1, m)

@@ -37,19 +37,22 @@ def build(arch, dictionary, **overrides):
     return TPTransformerModel.build_model(cfg, _Task(dictionary))
 
 
+def projection_weights(mod: TPMultiheadAttention):
+    """-> (Wq, Wr, Wk, Wv), (bq, br, bk, bv): each (d, d) / (d,), from the fused projections."""
+    d = mod.embed_dim
+    if mod.self_attention:
+        return mod.in_proj.weight.split(d, 0), mod.in_proj.bias.split(d, 0)
+    (Wq, Wr), (Wk, Wv) = mod.q_proj.weight.split(d, 0), mod.kv_proj.weight.split(d, 0)
+    (bq, br), (bk, bv) = mod.q_proj.bias.split(d, 0), mod.kv_proj.bias.split(d, 0)
+    return (Wq, Wr, Wk, Wv), (bq, br, bk, bv)
+
+
 def naive_tp_attention(mod: TPMultiheadAttention, z, memory=None, pad=None, causal=False):
     """Eqs. 3-6 written out head by head with einsum, from the module's weights."""
     d, H, dk = mod.embed_dim, mod.num_heads, mod.head_dim
+    (Wq, Wr, Wk, Wv), (bq, br, bk, bv) = projection_weights(mod)
     if mod.self_attention:
-        W, b = mod.in_proj.weight, mod.in_proj.bias
-        Wq, Wr, Wk, Wv = W.split(d, 0)
-        bq, br, bk, bv = b.split(d, 0)
         memory = z
-    else:
-        Wq, Wr = mod.q_proj.weight.split(d, 0)
-        bq, br = mod.q_proj.bias.split(d, 0)
-        Wk, Wv = mod.kv_proj.weight.split(d, 0)
-        bk, bv = mod.kv_proj.bias.split(d, 0)
     B, T, _ = z.shape
     S = memory.shape[1]
     out = torch.zeros(B, T, d, dtype=z.dtype)
