@@ -44,11 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _kinds(text):
+    from data_prep.qa_generate import ZERO_SHOT
+
     kinds = [k.strip() for k in text.split(",") if k.strip()]
-    bad = [k for k in kinds if k not in ("rooms", "objects", "people")]
+    bad = [k for k in kinds if k not in ZERO_SHOT]
     if bad or not kinds:
         raise argparse.ArgumentTypeError(f"unknown kind(s) {', '.join(bad) or repr(text)}: "
-                                         "choose from rooms, objects, people")
+                                         f"choose from {', '.join(ZERO_SHOT)}")
     return kinds
 
 
