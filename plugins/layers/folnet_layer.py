@@ -33,6 +33,7 @@ from plugins.layers.folnet_masks import FolnetMask
 from plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans
 from plugins.layers.symbolic_folnet import SymbolicJoinStream
 from plugins.layers.symbolic_transformer import SlotLayerNorm
+from plugins.torch_compile import call_eager
 
 
 def layer_norm(dim: int) -> nn.LayerNorm:
@@ -70,7 +71,9 @@ class BinaryBool(nn.Module):
         self.skip = nn.Linear(dim, dim)
 
     def forward(self, u: Tensor, uT: Tensor, residual: Optional[Tensor] = None, ok: Optional[Tensor] = None) -> Tensor:
-        if u.device.type == "cpu" and not torch.is_autocast_enabled(u.device.type):
+        # under --compile the plain formula: inductor fuses it, and the blocked loop is host code
+        if u.device.type == "cpu" and not torch.is_autocast_enabled(u.device.type) \
+                and not torch.compiler.is_compiling():
             return _BinaryBoolFn.apply(u, uT, residual, ok, self.fc1.weight, self.fc1.bias, self.fc2.weight,
                                        self.fc2.bias, self.skip.weight, self.skip.bias)
         # elsewhere the plain formula (big cuBLAS matmuls; autocast casts the linears)
@@ -370,10 +373,14 @@ class FolnetStack(nn.Module):
             if s is not None:
                 if self.checkpoint_activations and self.training and cache is None:
                     u1, u2, s = checkpoint(layer, u1, u2, mask, None, enc, s, slot_mask, use_reentrant=False)
+                elif cache is not None:  # a decoding step: eager
+                    u1, u2, s = call_eager(layer, u1, u2, mask, cache, enc, s, slot_mask)
                 else:
                     u1, u2, s = layer(u1, u2, mask, cache, enc, s, slot_mask)
             elif self.checkpoint_activations and self.training and cache is None:
                 u1, u2 = checkpoint(layer, u1, u2, mask, None, enc, use_reentrant=False)
+            elif cache is not None:  # a decoding step: never through --compile's graph
+                u1, u2 = call_eager(layer, u1, u2, mask, cache, enc)
             else:
                 u1, u2 = layer(u1, u2, mask, cache, enc)
             if return_all_hiddens:

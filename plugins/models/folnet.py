@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import FairseqEncoder, FairseqEncoderModel, register_model, register_model_architecture
 from fairseq import utils
 from fairseq.utils import safe_getattr
@@ -30,6 +30,7 @@ from fairseq.utils import safe_getattr
 from plugins.layers.folnet_layer import FolnetStack, layer_norm
 from plugins.layers.folnet_masks import real_positions, self_mask
 from plugins.layers.folnet_ops import parse_ops
+from plugins.torch_compile import CompileConfig, maybe_compile
 from plugins.layers.folnet_rpe import (RelativeDistanceEmbedding, relative_distance_ids, segments_after_each_separator,
                                        segments_from_separators)
 
@@ -41,7 +42,7 @@ SEGMENT_CHOICES = ChoiceEnum(["roberta", "bert"])
 
 
 @dataclass
-class FolnetCommonConfig(FairseqDataclass):
+class FolnetCommonConfig(CompileConfig):
     folnet_ops: str = field(default="jmc.atp", metadata={
         "help": "operator set in the paper's notation: unary-output ops {b,c,j,m} before the dot, "
                 "binary-output ops {a,p,t} after it (bool is always on), e.g. jmc.atp or j.a"})
@@ -221,7 +222,7 @@ class FolnetModel(FairseqEncoderModel):
     @classmethod
     def build_model(cls, cfg, task):
         folnet_base(cfg)
-        return cls(cfg, FolnetMLMEncoder(cfg, task.source_dictionary))
+        return maybe_compile(cls(cfg, FolnetMLMEncoder(cfg, task.source_dictionary)), cfg)
 
     def forward(self, src_tokens, features_only=False, return_all_hiddens=False, classification_head_name=None,
                 **kwargs):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fairseq.models import FairseqLanguageModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
+from plugins.torch_compile import maybe_compile
 from plugins.models.folnet import FolnetCommonConfig, _folnet_sizes, folnet_embedding
 from plugins.models.folnet_decoder import FolnetDecoder
 
@@ -37,7 +38,7 @@ class FolnetLanguageModel(FairseqLanguageModel):
         embed = folnet_embedding(len(dictionary), cfg.folnet_unary_dim, dictionary.pad())
         decoder = FolnetDecoder(cfg, dictionary, embed, cfg.folnet_layers, cross=False,
                                 max_positions=cfg.max_target_positions)
-        return cls(cfg, decoder)
+        return maybe_compile(cls(cfg, decoder), cfg)
 
     def forward(self, src_tokens, src_lengths=None, prev_output_tokens=None, **kwargs):
         if prev_output_tokens is not None:  # prefix LM: src_tokens is the prefix

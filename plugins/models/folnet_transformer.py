@@ -17,6 +17,7 @@ from torch import nn
 
 from plugins.layers.symbolic import UnseenZeroEmbedding, context_symbols, lookup_phi
 from plugins.layers.symbolic_transformer import SymbolAlpha
+from plugins.torch_compile import maybe_compile
 from plugins.models.folnet import FolnetCommonConfig, FolnetEncoderCore, _folnet_sizes, folnet_embedding
 from plugins.models.folnet_decoder import FolnetDecoder
 from plugins.models.tp_transformer import symbol_ignore_ids
@@ -97,7 +98,7 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
         decoder = FolnetDecoder(cfg, tgt_dict, dec_embed, cfg.decoder_layers, cross=True,
                                 max_positions=cfg.max_target_positions)
         decoder.alpha = alpha
-        return cls(cfg, encoder, decoder)
+        return maybe_compile(cls(cfg, encoder, decoder), cfg)
 
     def set_unseen(self, ids) -> None:
         """Words unseen in training (babi_qa's unseen.txt): zero embedding rows at lookup and zero

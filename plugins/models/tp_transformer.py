@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import ChoiceEnum
 from fairseq.models import (
     FairseqEncoder,
     FairseqEncoderDecoderModel,
@@ -45,12 +45,13 @@ from plugins.layers.symbolic_transformer import (SlotLayerNorm, SymbolAlpha, Sym
                                                  SymbolicTPMultiheadAttention)
 from plugins.layers.tp_attention import TPMultiheadAttention
 from plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
+from plugins.torch_compile import CompileConfig, call_eager, maybe_compile
 
 ROLE_INIT_CHOICES = ChoiceEnum(["xavier", "default"])
 
 
 @dataclass
-class TPTransformerConfig(FairseqDataclass):
+class TPTransformerConfig(CompileConfig):
     encoder_embed_dim: int = field(default=512, metadata={"help": "d_z, the model width"})
     encoder_ffn_embed_dim: int = field(default=2048, metadata={"help": "d_f, the FF hidden width"})
     encoder_attention_heads: int = field(default=8, metadata={"help": "H, heads per TP-attention"})
@@ -377,6 +378,8 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         for layer in self.layers:
             if self.cfg.checkpoint_activations and self.training and incremental_state is None:
                 z = checkpoint(layer, z, memory, memory_mask, self_padding_mask, use_reentrant=False)
+            elif incremental_state is not None:  # a decoding step: never through --compile's graph
+                z = call_eager(layer, z, memory, memory_mask, self_padding_mask, incremental_state)
             else:
                 z = layer(z, memory, memory_mask, self_padding_mask, incremental_state)
         return z
@@ -444,7 +447,7 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
         decoder = TPTransformerDecoder(cfg, tgt_dict, dec_emb, dec_alpha)
         model = cls(encoder, decoder)
         model.zero_unseen_alpha = bool(safe_getattr(cfg, "zero_unseen_alpha", False))
-        return model
+        return maybe_compile(model, cfg)
 
     def set_unseen(self, ids) -> None:
         """Words unseen in training (babi_qa's unseen.txt, ids of the joined dictionary): zero
