@@ -263,7 +263,7 @@ def test_raw_text_pipeline_sentence_prediction(converted, tmp_path):
     fixture batch and the features and pooled [CLS] are the official ones."""
     from fairseq import checkpoint_utils, options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from nesyseq_cli.fairseq_cli import USER_DIR
+    from nesyseq_common.fairseq_cli import USER_DIR
 
     ref = torch.load(FIX / "outputs.pt", weights_only=True)
     data = _pair_data(converted, tmp_path)
@@ -300,7 +300,7 @@ def test_fairseq_train_fine_tunes_and_pretrains_from_converted(converted, tmp_pa
     """The documented commands: fairseq-train --restore-file on the converted checkpoint,
     sentence_prediction (fine-tuning) and masked_lm (continued pretraining), one update each."""
     import os
-    from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin
+    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
     data = _pair_data(converted, tmp_path)
     words = (converted / "fairseq_args.txt").read_text().split()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -339,7 +339,7 @@ def test_continued_mlm_sop_pretraining_from_converted(converted, tmp_path):
     (after one update at lr 1e-9 they still equal the converted weights), and --sop-layout roberta
     with the converted model's --folnet-segments bert is a one-line error."""
     import os
-    from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin
+    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
     data = _sop_corpus(converted, tmp_path)
     words = (converted / "fairseq_args.txt").read_text().split()
     assert "--folnet-segments" in words and words[words.index("--folnet-segments") + 1] == "bert"
