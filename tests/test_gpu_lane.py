@@ -95,6 +95,7 @@ def test_pytest_counts():
 
 
 LOG = """\
+2026-01-01 00:00:00 | INFO | fairseq.utils | rank   0: capabilities =  9.0  ; total memory = 79.109 GB ; name = NVIDIA H100 80GB HBM3
 2026-01-01 00:00:00 | INFO | fairseq_cli.train | training on 1 devices (GPUs/TPUs)
 2026-01-01 00:00:01 | INFO | train_inner | epoch 001:      5 / 9 loss=4.5, ppl=22.6, wps=1000.5, ups=12.5, num_updates=5
 2026-01-01 00:00:02 | INFO | train | epoch 001 | loss 4.102 | ppl 17.2 | wps 2100 | ups 20.25 | num_updates 9
@@ -108,6 +109,9 @@ def test_train_figures_read_the_simple_log_format():
     assert f == {"updates": 30, "loss_first": 4.5, "loss_last": 2.75, "ups": 22.0, "wps": 2300.0,
                  "train_seconds": 3.9, "on_gpu": True}
     assert lane.train_figures("python -m fairseq_cli.train data --cpu\n" + LOG)["on_gpu"] is False
+    # on CPU fairseq also says "training on 1 devices (GPUs/TPUs)", but prints no CUDA environment
+    cpu_log = "\n".join(ln for ln in LOG.splitlines() if "capabilities" not in ln)
+    assert lane.train_figures("python -m fairseq_cli.train data\n" + cpu_log)["on_gpu"] is False
 
 
 def test_summary_is_dated_complete_and_written_atomically(tmp_path):

@@ -239,9 +239,9 @@ def pytest_counts(output: str) -> Dict[str, int]:
 
 
 def train_figures(log: str) -> Dict[str, object]:
-    """From a fairseq-train log: updates reached, first and last logged train loss,
-    updates per second and words per second of the last progress line, training time,
-    and whether fairseq said it trained on a GPU."""
+    """From a fairseq-train log (its command line first): updates reached, first and last
+    logged train loss, updates per second and words per second of the last progress line,
+    training time, and whether fairseq trained on a GPU (its CUDA environment lines)."""
     losses, ups, wps = [], None, None
     updates = None
     for line in log.splitlines():
@@ -259,7 +259,8 @@ def train_figures(log: str) -> Dict[str, object]:
     return {"updates": updates, "loss_first": losses[0] if losses else None,
             "loss_last": losses[-1] if losses else None, "ups": ups, "wps": wps,
             "train_seconds": float(m.group(1)) if m else None,
-            "on_gpu": bool(re.search(r"training on \d+ devices \(GPUs/TPUs\)", log)) and "--cpu" not in log.split("\n", 1)[0]}
+            # fairseq prints the CUDA environment only when it trains on CUDA devices
+            "on_gpu": bool(re.search(r"rank\s+0: capabilities =", log)) and "--cpu" not in log.split("\n", 1)[0]}
 
 
 @dataclass
