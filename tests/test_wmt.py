@@ -210,6 +210,7 @@ def test_prepare_train_evaluate_end_to_end(prepared, tmp_path, capsys):
     assert all("▁" not in h for h in hyps)  # SentencePiece removed
 
 
+@pytest.mark.slow  # three fairseq-hydra-train processes
 def test_hydra_experiment_yaml_composes_each_model(tmp_path):
     """configs/experiments/wmt_en_de.yaml with each WMT model group resolves (hydra --cfg job)."""
     from nesyseq_common.fairseq_cli import fairseq_bin, small_cpu_env
