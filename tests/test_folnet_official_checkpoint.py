@@ -102,6 +102,7 @@ def test_classification_head_reads_the_official_pooler(converted):
     torch.testing.assert_close(logits, want, rtol=0, atol=TOL)
 
 
+@pytest.mark.slow  # a `nesyseq convert folnet` process
 def test_cli_writes_checkpoint_and_dict(tmp_path):
     out = tmp_path / "cli"
     proc = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "convert", "folnet",
@@ -191,6 +192,7 @@ def test_error_not_a_weights_only_file(tmp_path):
     assert str(bad) in msg and "weights_only=True" in msg
 
 
+@pytest.mark.slow  # a `nesyseq convert folnet` process
 def test_cli_error_is_one_line(tmp_path):
     cfg = _edit_cfg(tmp_path, boolean_type="reglu")
     proc = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "convert", "folnet",

@@ -75,6 +75,7 @@ def test_bad_options_are_one_line_errors(tmp_path):
         assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("gpu_lane: ") and msg in lines[0]
 
 
+@pytest.mark.slow  # the lane's child interpreter imports torch, triton and fairseq
 def test_no_cuda_device_is_a_clear_error_before_anything_is_installed(tmp_path):
     pytest.importorskip("torch")
     import torch

@@ -61,6 +61,7 @@ def prepared(corpus, tmp_path_factory):
     return out, rec
 
 
+@pytest.mark.slow  # the shared prepare_wmt run (SentencePiece training)
 def test_prepare_layout_counts_and_gz(prepared):
     out, rec = prepared
     assert rec["counts"]["train"]["read"] == 700  # plain + gzipped prefix concatenated
@@ -73,6 +74,7 @@ def test_prepare_layout_counts_and_gz(prepared):
     assert not list(out.parent.glob("*.tmp-*"))
 
 
+@pytest.mark.slow  # the shared prepare_wmt run (SentencePiece training)
 def test_sentencepiece_round_trip(prepared, corpus):
     import sentencepiece as spm
     out, _ = prepared
@@ -83,6 +85,7 @@ def test_sentencepiece_round_trip(prepared, corpus):
         assert sp.decode(sp.encode(line, out_type=str)) == line
 
 
+@pytest.mark.slow  # the shared prepare_wmt run (SentencePiece training)
 def test_workers_do_not_change_output(prepared, corpus, tmp_path):
     """1 worker and 2 workers give byte-identical binaries (determinism, order kept)."""
     out2, _ = prepared
