@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.nesyseq-installed
 
-.PHONY: venv test test-fast quickstart bench clean-venv
+.PHONY: venv test test-fast test-gpu gpu-wheels quickstart bench clean-venv
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,11 +16,25 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
+# Two workers (pytest-xdist); the SLURM tests stay together on one (tests/conftest.py).
+PYTEST_PAR := -n 2 --dist loadgroup
+
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=30 tests
+	$(PY) -m pytest -q $(PYTEST_PAR) --durations=30 tests
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow" tests
+	$(PY) -m pytest -q $(PYTEST_PAR) -m "not slow" tests
+
+# The GPU lane (docs/testing.md).  gpu-wheels: on a machine with network, fill .whl/ with
+# the cp312 manylinux wheels of our pins (less torch/triton/CUDA).  test-gpu: on the GPU
+# machine (no network, no .venv): GPU_PYTHON is its interpreter with torch and triton.
+GPU_PYTHON ?= /opt/torch/.venv/bin/python
+
+gpu-wheels:
+	python3 tools/gpu_lane.py wheels
+
+test-gpu:
+	$(GPU_PYTHON) tools/gpu_lane.py run --python $(GPU_PYTHON)
 
 quickstart: $(STAMP)
 	$(VENV)/bin/nesyseq quickstart

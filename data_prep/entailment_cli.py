@@ -44,7 +44,7 @@ def run(args) -> int:
                                            heuristic_accuracy, joint_heuristic_accuracy, read_file,
                                            write_file)
     from data_prep.math_generate import atomic_write_bytes
-    from nesyseq_cli.errors import UserError
+    from nesyseq_common.errors import UserError
 
     if args.generate:
         sizes = {"train": args.train_size, "validate": args.valid_size}

@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from nesyseq_cli.errors import UserError
+    from nesyseq_common.errors import UserError
 
     if args.list_modules:
         from data_prep.math_generate import list_modules_text

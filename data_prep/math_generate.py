@@ -72,7 +72,7 @@ FORMAT_VERSION = 1
 
 
 def _user_error(message: str) -> Exception:
-    from nesyseq_cli.errors import UserError
+    from nesyseq_common.errors import UserError
 
     return UserError(message)
 

@@ -75,7 +75,7 @@ FORMAT_VERSION = 1
 
 
 def _user_error(message: str) -> Exception:
-    from nesyseq_cli.errors import UserError
+    from nesyseq_common.errors import UserError
 
     return UserError(message)
 
@@ -153,7 +153,7 @@ def select_raw(found: Dict[str, Dict[str, str]], modules: str = "*") -> Dict[str
     try:
         selected, extra = resolve_modules(modules, train_names, extra_names)
     except Exception as exc:
-        from nesyseq_cli.errors import UserError
+        from nesyseq_common.errors import UserError
 
         if isinstance(exc, UserError):
             raise _user_error(f"{exc} (modules found in the raw directory)") from None

@@ -26,7 +26,7 @@ import hashlib
 import random
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 TASKS = ("1", "2", "3", "5", "b")
 ZERO_SHOT = ("rooms", "objects", "people")

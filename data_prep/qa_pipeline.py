@@ -11,7 +11,7 @@ from typing import Dict, List, Optional
 
 from data_prep.math_generate import atomic_write_bytes
 from data_prep.qa_babi import QAExample, discover_tasks, parse_babi_file
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 
 def _valid_split(examples: List[QAExample], fraction: float, seed: int, task) -> tuple:

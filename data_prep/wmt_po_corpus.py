@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
 from data_prep.math_generate import atomic_write_bytes
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 _PLACEHOLDER = re.compile(r"\s+")
 

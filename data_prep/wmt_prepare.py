@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
 from data_prep.math_generate import atomic_write_bytes
-from nesyseq_cli.errors import UserError
-from nesyseq_cli.fairseq_cli import fairseq_bin, small_cpu_env
+from nesyseq_common.errors import UserError
+from nesyseq_common.fairseq_cli import fairseq_bin, small_cpu_env
 
 _WS = re.compile(r"\s+")
 

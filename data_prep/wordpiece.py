@@ -141,7 +141,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from nesyseq_cli.errors import UserError
+    from nesyseq_common.errors import UserError
     try:
         tok = WordPiece(args.vocab, cased=args.cased)
     except ValueError as exc:

@@ -135,7 +135,7 @@ def write_curves(curves, out: Path, split: str = "validate") -> None:
 
 def _name_and_path(spec: str, flag: str, placeholder: str, kind: str, exists):
     """``NAME=PATH`` -> (NAME, PATH); one-line errors name the flag (bad form, missing ``kind``)."""
-    from nesyseq_cli.errors import UserError
+    from nesyseq_common.errors import UserError
 
     if "=" not in spec:
         raise UserError(f"{flag} {spec!r}: expected NAME={placeholder}")
@@ -146,7 +146,7 @@ def _name_and_path(spec: str, flag: str, placeholder: str, kind: str, exists):
 
 
 def run(args) -> int:
-    from nesyseq_cli.errors import UserError
+    from nesyseq_common.errors import UserError
 
     splits = [s for s in args.splits.split(",") if s]
     rows = []

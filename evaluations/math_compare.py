@@ -9,6 +9,9 @@ Table 1 columns and Fig. 2.
 
 The "train" column of Table 1 (accuracy on training data) is not computed: it needs a
 decode of the training set, and checkpoint selection never looks at test data.
+
+Imports flow one way: ``math_eval`` (``nesyseq evaluate math`` with several checkpoints)
+imports this module, which reads its ``SplitScore`` objects without importing it.
 """
 import csv
 import io
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from evaluations.math_eval import SplitScore, _atomic_write
+from data_prep.math_generate import atomic_write_bytes
 from evaluations.plotting import pyplot, save_png
 
 SPLITS = ("interpolate", "extrapolate")
@@ -28,7 +31,7 @@ _STEP_RE = re.compile(r"checkpoint_\d+_(\d+)\.pt$")
 class Entry:
     run: str  # e.g. the checkpoint's directory: "tp", "base"
     steps: Optional[int]  # updates at which the checkpoint was saved
-    scores: Dict[str, SplitScore]  # split name -> score
+    scores: Dict[str, "SplitScore"]  # split name -> evaluations.math_eval.SplitScore
 
     @property
     def label(self) -> str:
@@ -140,8 +143,8 @@ def write_comparison(entries: List[Entry], out_dir: Path, title: str = "") -> Di
     entries = sorted(entries, key=lambda e: (e.run, -1 if e.steps is None else e.steps))
     paths = {"steps_csv": out_dir / "steps.csv", "steps_md": out_dir / "steps.md",
              "steps_png": out_dir / "accuracy_vs_steps.png"}
-    _atomic_write(paths["steps_csv"], steps_csv(entries))
-    _atomic_write(paths["steps_md"], steps_markdown(entries, title))
+    atomic_write_bytes(str(paths["steps_csv"]), steps_csv(entries).encode("utf-8"))
+    atomic_write_bytes(str(paths["steps_md"]), steps_markdown(entries, title).encode("utf-8"))
     accuracy_vs_steps_chart(entries, paths["steps_png"], title)
     for split in SPLITS:
         if any(split in e.scores for e in entries):

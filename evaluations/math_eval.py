@@ -23,9 +23,10 @@ from typing import Dict, List, Optional
 
 from data_prep.math_generate import atomic_write_bytes
 from data_prep.math_preprocess import decode_chars
+from evaluations.math_compare import Entry, checkpoint_steps, format_steps, write_comparison
 from evaluations.plotting import pyplot, save_png
-from nesyseq_cli.errors import UserError
-from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_generate
+from nesyseq_common.errors import UserError
+from nesyseq_common.fairseq_cli import USER_DIR, fairseq_generate
 
 SUBSETS = OrderedDict([("test", "interpolate"), ("test1", "extrapolate")])
 # fairseq-generate prints T-lines with escape_unk=True: an unknown target symbol is "<<unk>>"
@@ -274,8 +275,6 @@ def run(args) -> int:
 
 def _run_several(checkpoints, args, kw) -> int:
     """One evaluation per checkpoint (OUT/<run>_<steps>/), then the comparison in OUT."""
-    from evaluations.math_compare import Entry, checkpoint_steps, format_steps, write_comparison
-
     labels = [x for x in args.labels.split(",")] if args.labels else None
     if labels is not None and len(labels) != len(checkpoints):
         raise UserError(f"--labels: {len(labels)} names for {len(checkpoints)} checkpoints")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Dict, List
 
 from data_prep.math_generate import atomic_write_bytes
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 REQUIRED = ("model", "task", "seed", "ckpt", "data")
 

@@ -14,7 +14,7 @@ import torch
 
 from data_prep.math_preprocess import SPACE
 from evaluations.plotting import pyplot, save_png
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 
 def kmeans(x: torch.Tensor, k: int, iters: int = 50, seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:

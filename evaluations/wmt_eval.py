@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from data_prep.math_generate import atomic_write_bytes
-from nesyseq_cli.errors import UserError
-from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_generate
+from nesyseq_common.errors import UserError
+from nesyseq_common.fairseq_cli import USER_DIR, fairseq_generate
 
 
 def read_hypotheses(path: Path, n: int) -> List[str]:

@@ -25,7 +25,7 @@ import importlib
 import sys
 from typing import Iterable, Optional, Tuple
 
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 # (group, name) -> (module, one-line help).  ``name`` None is a top-level command.
 COMMANDS = {

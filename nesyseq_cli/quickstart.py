@@ -15,8 +15,8 @@ import shutil
 import time
 from pathlib import Path
 
-from nesyseq_cli.errors import UserError
-from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+from nesyseq_common.errors import UserError
+from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
 from nesyseq_cli.train_progress import run_with_progress
 
 DEFAULT_MODULES = "numbers__place_value,comparison__pair,arithmetic__add_or_sub,numbers__round_number"

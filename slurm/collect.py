@@ -15,7 +15,7 @@ import statistics
 from collections import OrderedDict
 from pathlib import Path
 
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 from slurm.status import load_jobs
 
 

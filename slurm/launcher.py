@@ -19,7 +19,7 @@ import os
 import time
 from pathlib import Path
 
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 JOBS_FILE = "jobs.json"
 

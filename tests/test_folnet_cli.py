@@ -34,7 +34,10 @@ def text_corpus(n, seed):
     return [" ".join(rng.choice(words) for _ in range(rng.randint(4, 12))) for _ in range(n)]
 
 
-def preprocess_mono(tmp):
+@pytest.fixture(scope="module")
+def mono_data(tmp_path_factory):
+    """One binarized monolingual corpus for the masked-LM and LM runs (read-only to them)."""
+    tmp = tmp_path_factory.mktemp("mono")
     write_lines(tmp / "train.txt", text_corpus(300, 1))
     write_lines(tmp / "valid.txt", text_corpus(30, 2))
     run([BIN / "fairseq-preprocess", "--only-source", "--trainpref", tmp / "train.txt",
@@ -49,8 +52,8 @@ def last_checkpoint(save):
 
 
 @pytest.mark.slow
-def test_folnet_masked_lm(tmp_path):
-    data = preprocess_mono(tmp_path)
+def test_folnet_masked_lm(mono_data, tmp_path):
+    data = mono_data
     out = run([BIN / "fairseq-train", data, "--user-dir", USER_DIR, "--task", "masked_lm", "--arch", "folnet_tiny",
                "--criterion", "masked_lm", "--tokens-per-sample", "32", "--sample-break-mode", "complete",
                "--batch-size", "8", "--save-dir", tmp_path / "ck", *TRAIN_COMMON], tmp_path)
@@ -59,8 +62,8 @@ def test_folnet_masked_lm(tmp_path):
 
 
 @pytest.mark.slow
-def test_folnet_lm_language_modeling(tmp_path):
-    data = preprocess_mono(tmp_path)
+def test_folnet_lm_language_modeling(mono_data, tmp_path):
+    data = mono_data
     save = tmp_path / "ck"
     run([BIN / "fairseq-train", data, "--user-dir", USER_DIR, "--task", "language_modeling",
          "--arch", "folnet_lm_tiny", "--folnet-ops", "jmc.atp", "--folnet-trans-impl", "torch",

@@ -102,6 +102,7 @@ def test_classification_head_reads_the_official_pooler(converted):
     torch.testing.assert_close(logits, want, rtol=0, atol=TOL)
 
 
+@pytest.mark.slow  # a `nesyseq convert folnet` process
 def test_cli_writes_checkpoint_and_dict(tmp_path):
     out = tmp_path / "cli"
     proc = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "convert", "folnet",
@@ -191,6 +192,7 @@ def test_error_not_a_weights_only_file(tmp_path):
     assert str(bad) in msg and "weights_only=True" in msg
 
 
+@pytest.mark.slow  # a `nesyseq convert folnet` process
 def test_cli_error_is_one_line(tmp_path):
     cfg = _edit_cfg(tmp_path, boolean_type="reglu")
     proc = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "convert", "folnet",
@@ -263,7 +265,7 @@ def test_raw_text_pipeline_sentence_prediction(converted, tmp_path):
     fixture batch and the features and pooled [CLS] are the official ones."""
     from fairseq import checkpoint_utils, options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from nesyseq_cli.fairseq_cli import USER_DIR
+    from nesyseq_common.fairseq_cli import USER_DIR
 
     ref = torch.load(FIX / "outputs.pt", weights_only=True)
     data = _pair_data(converted, tmp_path)
@@ -300,7 +302,7 @@ def test_fairseq_train_fine_tunes_and_pretrains_from_converted(converted, tmp_pa
     """The documented commands: fairseq-train --restore-file on the converted checkpoint,
     sentence_prediction (fine-tuning) and masked_lm (continued pretraining), one update each."""
     import os
-    from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin
+    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
     data = _pair_data(converted, tmp_path)
     words = (converted / "fairseq_args.txt").read_text().split()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -339,7 +341,7 @@ def test_continued_mlm_sop_pretraining_from_converted(converted, tmp_path):
     (after one update at lr 1e-9 they still equal the converted weights), and --sop-layout roberta
     with the converted model's --folnet-segments bert is a one-line error."""
     import os
-    from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin
+    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
     data = _sop_corpus(converted, tmp_path)
     words = (converted / "fairseq_args.txt").read_text().split()
     assert "--folnet-segments" in words and words[words.index("--folnet-segments") + 1] == "bert"

@@ -20,7 +20,10 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
-USER_DIR = Path(__file__).resolve().parents[1] / "user_dir"
+pytestmark = pytest.mark.slow  # two fairseq-train runs
+
+REPO = Path(__file__).resolve().parents[1]
+USER_DIR = REPO / "user_dir"
 BIN = Path(sys.executable).parent
 COMMON = ["--optimizer", "adam", "--lr", "1e-3", "--max-update", "4", "--num-workers", "0", "--no-progress-bar",
           "--log-interval", "1", "--no-epoch-checkpoints", "--seed", "1", "--required-batch-size-multiple", "1",
@@ -53,7 +56,8 @@ torch.save(records, out)
 
 def run(cmd, cwd):
     p = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=600,
-                       env={"PATH": f"{BIN}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+                       env={"PATH": f"{BIN}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                            "PYTHONPATH": str(REPO)})  # this checkout's plugins, whatever the venv points at
     assert p.returncode == 0, f"{cmd[:3]} failed:\n{p.stdout[-3000:]}\n{p.stderr[-5000:]}"
     return p.stdout + p.stderr
 

@@ -9,7 +9,7 @@ import pytest
 import evaluations.math_eval as math_eval
 from evaluations.math_compare import Entry, checkpoint_steps, write_comparison
 from evaluations.math_eval import ModuleScore, SplitScore
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = "algebra__linear_1d,arithmetic__add_or_sub"  # the latter has an extrapolate module

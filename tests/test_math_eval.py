@@ -8,7 +8,7 @@ import torch
 from fairseq.data import Dictionary
 
 from evaluations.math_eval import score
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 
 def _dict():

@@ -7,7 +7,7 @@ import pytest
 
 from data_prep.qa_babi import discover_tasks, parse_babi_file, parse_babi_lines
 from data_prep.qa_generate import OBJECTS, ROOMS, generate_task, make_names
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 FIX = pathlib.Path(__file__).parent / "fixtures" / "babi"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin
+from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]

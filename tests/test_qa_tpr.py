@@ -133,7 +133,7 @@ def test_evaluate_beta_diagnostic_fixes_the_mixture():
     """evaluate qa's beta= diagnostic: β = 0 leaves only the symbolic part (no mass outside the
     context), β = 1 only the semantic softmax; bad values and models without β are errors."""
     from evaluations.qa_eval import _fix_beta
-    from nesyseq_cli.errors import UserError
+    from nesyseq_common.errors import UserError
     from plugins.models.qa_memnet import MemNetConfig, MemNetModel
 
     model, d = _build(SymbolicTPRModel)

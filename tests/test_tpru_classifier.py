@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import plugins  # noqa: F401
-from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
 from nesyseq_cli.main import main as nesyseq_main
 from plugins.layers.tpru import recurrent_param_count
 from plugins.models.tpru_classifier import TPRUClassifier, TPRUClassifierConfig

@@ -6,7 +6,7 @@ import torch
 from fairseq.data import Dictionary
 
 import plugins  # noqa: F401
-from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
 from plugins.models.tpru_seq2seq import TPRUDecoder, TPRUEncoder, TPRUSeq2SeqConfig
 
 

@@ -25,7 +25,8 @@ import triton_kernels  # noqa: E402
 from triton_kernels import TransConfig, TransMask, allowed_masks, trans, trans_reference  # noqa: E402
 from triton_kernels import trans_triton as tt  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not tt.triton_available(), reason="triton not installed")
+# slow: the interpreter runs every kernel instance in Python (about a minute on 2 cores)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not tt.triton_available(), reason="triton not installed")]
 
 IN_PROCESS = tt.triton_available() and tt.interpreter_usable()
 needs_interp = pytest.mark.skipif(

@@ -12,7 +12,7 @@ import pytest
 
 from data_prep import wmt_prepare
 from data_prep.wmt_prepare import length_ratio, prepare_wmt
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 from nesyseq_cli.main import main as nesyseq_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +61,7 @@ def prepared(corpus, tmp_path_factory):
     return out, rec
 
 
+@pytest.mark.slow  # the shared prepare_wmt run (SentencePiece training)
 def test_prepare_layout_counts_and_gz(prepared):
     out, rec = prepared
     assert rec["counts"]["train"]["read"] == 700  # plain + gzipped prefix concatenated
@@ -73,6 +74,7 @@ def test_prepare_layout_counts_and_gz(prepared):
     assert not list(out.parent.glob("*.tmp-*"))
 
 
+@pytest.mark.slow  # the shared prepare_wmt run (SentencePiece training)
 def test_sentencepiece_round_trip(prepared, corpus):
     import sentencepiece as spm
     out, _ = prepared
@@ -83,6 +85,7 @@ def test_sentencepiece_round_trip(prepared, corpus):
         assert sp.decode(sp.encode(line, out_type=str)) == line
 
 
+@pytest.mark.slow  # the shared prepare_wmt run (SentencePiece training)
 def test_workers_do_not_change_output(prepared, corpus, tmp_path):
     """1 worker and 2 workers give byte-identical binaries (determinism, order kept)."""
     out2, _ = prepared
@@ -179,7 +182,7 @@ def test_prepare_train_evaluate_end_to_end(prepared, tmp_path, capsys):
     """prepare -> fairseq-train (tiny TP-Transformer, 40 updates) -> evaluate wmt; the
     printed BLEU equals sacrebleu.corpus_bleu on the written hypothesis/reference files."""
     import sacrebleu
-    from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
     data, _ = prepared
     save = tmp_path / "ckpt"
     cmd = [fairseq_bin("fairseq-train"), str(data), "--user-dir", str(USER_DIR),
@@ -210,9 +213,10 @@ def test_prepare_train_evaluate_end_to_end(prepared, tmp_path, capsys):
     assert all("▁" not in h for h in hyps)  # SentencePiece removed
 
 
+@pytest.mark.slow  # three fairseq-hydra-train processes
 def test_hydra_experiment_yaml_composes_each_model(tmp_path):
     """configs/experiments/wmt_en_de.yaml with each WMT model group resolves (hydra --cfg job)."""
-    from nesyseq_cli.fairseq_cli import fairseq_bin, small_cpu_env
+    from nesyseq_common.fairseq_cli import fairseq_bin, small_cpu_env
     env = small_cpu_env(True)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     for model, name in (("tp_transformer_wmt_en_de", "tp_transformer"),

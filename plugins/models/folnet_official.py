@@ -316,7 +316,7 @@ def build_fairseq_model(out_dir: Path, words: List[str]):
     """fairseq's own parser, task and model builder, as ``fairseq-train`` would run them."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from nesyseq_cli.fairseq_cli import USER_DIR
+    from nesyseq_common.fairseq_cli import USER_DIR
 
     parser = options.get_training_parser()
     argv = [str(out_dir), "--user-dir", str(USER_DIR), "--task", "masked_lm", "--criterion", "masked_lm",
@@ -401,7 +401,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from nesyseq_cli.errors import UserError
+    from nesyseq_common.errors import UserError
     try:
         path = convert(args.checkpoint, args.config, args.vocab, args.out)
     except ConversionError as exc:

@@ -1,0 +1,47 @@
+"""Suite-wide settings for running the tests in parallel (``make test`` uses
+``pytest -n 2 --dist loadgroup``; see docs/testing.md).
+
+* The SLURM tests share one local cluster (a session fixture that starts and stops the
+  daemons) and fixed ports: they run on one worker, in one group.
+* The tests of a module that share one of its module- or session-scoped fixtures (the
+  trained model of test_math_e2e.py, the prepared corpus of test_wmt.py, ...) form one
+  group too: otherwise each worker builds the fixture again.
+* Under pytest-xdist each worker is one of two processes on a 2-core machine, so in-process
+  torch uses one intra-op thread there (the e2e tests' child processes already do:
+  OMP_NUM_THREADS=1); two workers with two threads each spin against each other.
+"""
+import os
+
+import pytest
+
+SERIAL_GROUPS = {"test_slurm.py": "slurm"}
+
+
+def _shares_a_module_fixture(item) -> bool:
+    """Whether the test uses a module- or session-scoped fixture of its own module (a trained
+    model, prepared data): xdist would build it once on every worker that runs such a test."""
+    infos = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        defs = infos.name2fixturedefs.get(name) if infos else None
+        if defs and defs[-1].scope in ("module", "session") and \
+                getattr(defs[-1].func, "__module__", None) == item.module.__name__:
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = SERIAL_GROUPS.get(item.path.name)
+        if group is None and _shares_a_module_fixture(item):
+            group = item.path.name  # the users of a shared fixture stay on one worker
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(1)
