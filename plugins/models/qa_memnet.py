@@ -20,6 +20,7 @@ jojonki/MemoryNetworks memnn.py:27-28,63,69; T indexes sentences from the most r
 (TPR-RNN-Torch tpr_rnn.py:47-49), α, β logits 0, α_A = α_C = 1.  See docs/qa.md.
 """
 
+import math
 from dataclasses import dataclass, field
 from typing import List, Tuple
 
@@ -44,6 +45,15 @@ class MemNetConfig(FairseqDataclass):
     dropout: float = field(default=0.0, metadata={"help": "dropout on word embeddings"})
     init_std: float = field(default=0.1, metadata={"help": "std of A^(k)"})
     zero_unseen_alpha: bool = field(default=False, metadata={"help": "also zero α of words unseen in training"})
+    linear_start_epochs: int = field(default=0, metadata={
+        "help": "linear start (LS, Sukhbaatar et al. 2015 Sec. 4.2): train the first N epochs with the softmax "
+                "removed from every memory hop, then re-insert it (0: off; the *_babi presets: 20, as "
+                "facebookarchive/MemNN MemN2N-babi-matlab/config_babi.m:31). Needs --task babi_qa (its "
+                "begin_epoch hook switches it off); the state is a buffer, so it survives checkpoint resume"})
+    random_noise: float = field(default=0.0, metadata={
+        "help": "random noise (RN, Sukhbaatar et al. 2015 Sec. 4.1): at train time only, leave up to "
+                "ceil(RN*n) empty slots at random among the temporal indices of a story of n sentences "
+                "(0: off; the *_babi presets: 0.1, as config_babi.m:19)"})
 
 
 def split_story(src: Tensor, sent_end: int, q_end: int, pad: int, eos: int) -> Tuple[Tensor, Tensor]:
@@ -99,6 +109,45 @@ class MemNetEncoder(FairseqEncoder):
             self.alpha_C = nn.Parameter(torch.ones(cfg.max_story))
             self.beta_logit = nn.Parameter(torch.zeros(()))
         self.dropout = nn.Dropout(cfg.dropout)
+        # LS state: True while the memory hops run without their softmax.  A buffer, so that a
+        # checkpoint saved during the linear phase is resumed / evaluated the way it was trained.
+        self.register_buffer("linear_start_on", torch.tensor(cfg.linear_start_epochs > 0))
+
+    def begin_epoch(self, epoch: int):
+        """Linear start ends after ``--linear-start-epochs`` epochs (fairseq epochs count from 1)."""
+        self.linear_start_on.fill_(0 < epoch <= self.cfg.linear_start_epochs)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        key = (name + "." if name else "") + "linear_start_on"
+        if key not in state_dict:          # checkpoints from before LS existed: softmax on
+            state_dict[key] = torch.tensor(False)
+        return state_dict
+
+    def temporal_index(self, real: Tensor) -> Tensor:
+        """(B, S) real-sentence mask (right-aligned) -> (B, S) rows of T_A / T_C.
+
+        Without noise: 0 for the most recent sentence, 1 for the one before, ... (padding gets
+        whatever index follows; it is masked out of the attention).  With ``--random-noise`` r in
+        training: a story of n sentences gets k ~ U{0..ceil(r n)} empty slots, and its sentences take
+        a uniformly random n-subset of 0..n+k-1 in recency order, i.e. k empty memories inserted at
+        random places (MemN2N-babi-matlab/train.m:30-34); capped at --max-story - 1 (train.m:33).
+        Evaluation never adds noise (train.m:70-71)."""
+        B, S = real.shape
+        recency = torch.arange(S - 1, -1, -1, device=real.device).expand(B, S)
+        rn = self.cfg.random_noise
+        if not (self.training and rn > 0):
+            return recency
+        n = real.sum(1)                                                         # (B,)
+        k = (torch.rand(B, device=real.device) * (torch.ceil(n * rn) + 1)).floor().long()
+        L = S + int(math.ceil(S * rn))
+        j = torch.arange(L, device=real.device)
+        keys = torch.rand(B, L, device=real.device).masked_fill(j >= (n + k)[:, None], 2.0)
+        rank = keys.argsort(1).argsort(1)                                       # rank of each candidate slot
+        chosen = rank < n[:, None]                                              # n of the first n+k slots
+        slots = torch.where(chosen, j, torch.full_like(j, L + S)).sort(1).values  # chosen slots ascending
+        idx = slots.gather(1, recency.clamp(max=L - 1))                        # r-th most recent -> r-th slot
+        idx = torch.where(recency < n[:, None], idx, recency)                  # padding: as without noise
+        return idx.clamp(max=self.TA.size(0) - 1)
 
     def set_unseen(self, ids):
         for emb in self.A:
@@ -128,7 +177,8 @@ class MemNetEncoder(FairseqEncoder):
         else:
             sym, m = None, 0
             phi_s, phi_q = torch.full_like(story, -1), torch.full_like(question, -1)
-        T = torch.arange(S - 1, -1, -1, device=story.device)               # 0 = most recent sentence
+        T = self.temporal_index(real)                                        # (B, S), 0 = most recent sentence
+        linear = bool(self.linear_start_on)
         u_sem, u_sym = self._sum_words(self.A[0], question.unsqueeze(1), phi_q.unsqueeze(1), m)
         u_sem, u_sym = u_sem.squeeze(1), (u_sym.squeeze(1) if self.symbolic else None)
         for k in range(self.cfg.hops):
@@ -138,11 +188,14 @@ class MemNetEncoder(FairseqEncoder):
             c_sem = c_sem + self.TC[T]
             score = torch.einsum("bsd,bd->bs", m_sem, u_sem)
             if self.symbolic:
-                m_sym = m_sym * self.alpha_A[T].view(1, S, 1)                # eq. 32
-                c_sym = c_sym * self.alpha_C[T].view(1, S, 1)                # eq. 33
+                m_sym = m_sym * self.alpha_A[T].unsqueeze(-1)                # eq. 32
+                c_sym = c_sym * self.alpha_C[T].unsqueeze(-1)                # eq. 33
                 score = score + torch.einsum("bsm,bm->bs", m_sym, u_sym)
-            attn = torch.softmax(score.float().masked_fill(~real, float("-inf")), -1)
-            attn = torch.nan_to_num(attn, nan=0.0).to(score.dtype)           # (B, S)
+            if linear:                                                       # LS: no softmax (train_linear_start.m:8-11)
+                attn = score.masked_fill(~real, 0.0)
+            else:
+                attn = torch.softmax(score.float().masked_fill(~real, float("-inf")), -1)
+                attn = torch.nan_to_num(attn, nan=0.0).to(score.dtype)       # (B, S)
             u_sem = u_sem + torch.einsum("bs,bsd->bd", attn, c_sem)
             if self.symbolic:
                 u_sym = u_sym + torch.einsum("bs,bsm->bm", attn, c_sym)
@@ -203,6 +256,10 @@ class _QAModel(FairseqEncoderDecoderModel):
     def set_unseen(self, ids):
         self.encoder.set_unseen(ids)
 
+    def begin_epoch(self, epoch: int):
+        """Called by ``--task babi_qa`` at the start of every training epoch (linear start)."""
+        self.encoder.begin_epoch(epoch)
+
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         return self.decoder.get_normalized_probs(net_output, log_probs, sample)
 
@@ -224,9 +281,10 @@ class SymbolicMemNetModel(_QAModel):
 def memnet_babi(cfg):
     cfg.embed_dim = getattr(cfg, "embed_dim", 50)
     cfg.hops = getattr(cfg, "hops", 3)
+    cfg.linear_start_epochs = getattr(cfg, "linear_start_epochs", 20)    # config_babi.m:29-31
+    cfg.random_noise = getattr(cfg, "random_noise", 0.1)                 # config_babi.m:19
 
 
 @register_model_architecture("smn", "smn_babi")
 def smn_babi(cfg):
-    cfg.embed_dim = getattr(cfg, "embed_dim", 50)
-    cfg.hops = getattr(cfg, "hops", 3)
+    memnet_babi(cfg)
