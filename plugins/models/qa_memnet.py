@@ -22,7 +22,7 @@ jojonki/MemoryNetworks memnn.py:27-28,63,69; T indexes sentences from the most r
 
 import math
 from dataclasses import dataclass, field
-from typing import List, Tuple
+from typing import Tuple
 
 import torch
 import torch.nn.functional as F
@@ -58,34 +58,38 @@ class MemNetConfig(FairseqDataclass):
 
 def split_story(src: Tensor, sent_end: int, q_end: int, pad: int, eos: int) -> Tuple[Tensor, Tensor]:
     """(B, T) flat source -> story (B, S, W) and question (B, Wq), padded with ``pad``.
-    Sentences are right-aligned in time: story[:, -1] is the most recent sentence."""
-    stories: List[List[List[int]]] = []
-    questions: List[List[int]] = []
-    for row in src.tolist():
-        sents, cur = [], []
-        for t in row:
-            if t in (pad, eos):
-                continue
-            if t == sent_end:
-                sents.append(cur); cur = []
-            elif t == q_end:
-                break
-            else:
-                cur.append(t)
-        stories.append(sents)
-        questions.append(cur)
-    B = len(stories)
-    S = max(1, max(len(s) for s in stories))
-    W = max([1] + [len(x) for s in stories for x in s])
-    Wq = max(1, max(len(q) for q in questions))
-    story = torch.full((B, S, W), pad, dtype=torch.long)
-    question = torch.full((B, Wq), pad, dtype=torch.long)
-    for b, sents in enumerate(stories):
-        for i, sent in enumerate(sents):
-            story[b, S - len(sents) + i, : len(sent)] = torch.tensor(sent, dtype=torch.long)
-        if questions[b]:
-            question[b, : len(questions[b])] = torch.tensor(questions[b], dtype=torch.long)
-    return story.to(src.device), question.to(src.device)
+    Sentences are right-aligned in time: story[:, -1] is the most recent sentence.
+
+    Tensor ops only (no loop over rows): pad/eos are skipped, every ``sent_end`` before the first
+    ``q_end`` closes a sentence (an empty one too), the words after the last of them up to
+    ``q_end`` are the question, everything from ``q_end`` on is ignored.  Equal to the row-by-row
+    reference in tests/test_qa_vectorised.py."""
+    B, T = src.shape
+    dev = src.device
+    before_q = src.eq(q_end).long().cumsum(1).eq(0)                       # strictly before the first "?"
+    valid = src.ne(pad) & src.ne(eos) & before_q
+    is_end = valid & src.eq(sent_end)
+    word = valid & ~is_end
+    sid = is_end.long().cumsum(1) - is_end.long()                        # sentence of each token
+    n_sent = is_end.sum(1)                                               # (B,)
+    in_story = word & sid.lt(n_sent[:, None])
+    in_q = word & sid.eq(n_sent[:, None])
+    S = max(1, int(n_sent.max())) if B else 1
+    wc = word.long().cumsum(1) - 1                                       # words before this one (0-based)
+    lengths = torch.zeros(B, S + 1, dtype=torch.long, device=dev)
+    lengths.scatter_add_(1, sid.clamp(max=S), in_story.long())          # words per sentence
+    offsets = lengths.cumsum(1) - lengths                                # words before each sentence
+    pos = wc - offsets.gather(1, sid.clamp(max=S))                       # position inside its sentence
+    qpos = wc - in_story.long().sum(1, keepdim=True)                     # position inside the question
+    W = max(1, int(lengths.max())) if B else 1
+    Wq = max(1, int(in_q.sum(1).max())) if B else 1
+    story = torch.full((B, S, W), pad, dtype=src.dtype, device=dev)
+    question = torch.full((B, Wq), pad, dtype=src.dtype, device=dev)
+    b, t = in_story.nonzero(as_tuple=True)
+    story[b, S - n_sent[b] + sid[b, t], pos[b, t]] = src[b, t]
+    b, t = in_q.nonzero(as_tuple=True)
+    question[b, qpos[b, t]] = src[b, t]
+    return story, question
 
 
 class MemNetEncoder(FairseqEncoder):
