@@ -17,7 +17,11 @@ smn: every representation is ⊕ a symbolic part in ℝ^m (m = context symbols o
 K+1 separate α^(k); T_A/T_C added once per sentence (eq. 30), shared across hops as in
 jojonki/MemoryNetworks memnn.py:27-28,63,69; T indexes sentences from the most recent one
 (so it does not depend on padding).  Init: A ~ N(0, 0.1) (memnn.py:17-21), p_j = 1/max_words
-(TPR-RNN-Torch tpr_rnn.py:47-49), α, β logits 0, α_A = α_C = 1.  See docs/qa.md.
+(TPR-RNN-Torch tpr_rnn.py:47-49), α, β logits 0, α_A = α_C = 1.
+MemN2N training recipe (Sukhbaatar et al. 2015, as facebookarchive/MemNN MemN2N-babi-matlab runs
+it; on in the *_babi presets): linear start (--linear-start-epochs: no softmax in the hops for the
+first epochs) and random noise (--random-noise: train-time gaps in the temporal indices); the lr
+schedule is --lr-scheduler memn2n_step (qa_memn2n_schedule.py).  See docs/qa.md.
 """
 
 import math
