@@ -18,6 +18,9 @@ Writes ``qa_results.csv`` (one row per run), ``qa_table.md`` (per model: error p
 error, tasks passed; a zero-shot table when ``split`` labels are given; the names sweep when
 ``names`` labels are given), ``qa_errors.png`` and, with ``names``, ``qa_names_curve.png``.
 Results on generated data are labelled bAbI-style.
+
+``--checkpoint CKPT --babi-file FILE`` instead evaluates one checkpoint on bAbI-format files it
+never saw, words outside its dictionary included (``evaluations/qa_external.py``).
 """
 from __future__ import annotations
 
@@ -36,11 +39,18 @@ REQUIRED = ("model", "task", "seed", "ckpt", "data")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", action="append", required=True, metavar="K=V,...",
+    parser.add_argument("--run", action="append", metavar="K=V,...",
                         help="one checkpoint: model=,task=,seed=,ckpt=,data=[,names=][,split=][,subset=][,beta=]")
-    parser.add_argument("--out", required=True, metavar="DIR", help="report directory")
+    parser.add_argument("--out", metavar="DIR", help="report directory (required with --run)")
     parser.add_argument("--label", default="bAbI-style", help="data label used in titles (bAbI / bAbI-style)")
     parser.add_argument("--batch-size", type=int, default=256, help="questions per forward pass")
+    ext = parser.add_argument_group("a trained checkpoint on bAbI-format files it never saw "
+                                    "(evaluations/qa_external.py; no prepare qa, no retraining)")
+    ext.add_argument("--checkpoint", metavar="CKPT", help="babi_qa checkpoint")
+    ext.add_argument("--babi-file", action="append", metavar="FILE", help="bAbI-format file (repeatable)")
+    ext.add_argument("--data", metavar="BIN", help="folder with the training dict.src.txt (default: the "
+                     "checkpoint's training data folder)")
+    ext.add_argument("--memory-size", type=int, help="story sentences kept (default: the training data's)")
 
 
 def parse_run(text: str) -> Dict[str, str]:
@@ -220,6 +230,14 @@ def write_reports(rows: List[Dict[str, str]], out: Path, label: str) -> Dict[str
 
 
 def run(args) -> int:
+    if getattr(args, "babi_file", None):
+        if args.run:
+            raise UserError("give either --run or --checkpoint/--babi-file, not both")
+        from evaluations.qa_external import run_external
+
+        return run_external(args)
+    if not args.run or not args.out:
+        raise UserError("evaluate qa needs --run ... --out DIR, or --checkpoint CKPT --babi-file FILE")
     runs = [parse_run(t) for t in args.run]
     rows = []
     for r in runs:

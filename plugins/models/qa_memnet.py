@@ -17,11 +17,16 @@ smn: every representation is ⊕ a symbolic part in ℝ^m (m = context symbols o
 K+1 separate α^(k); T_A/T_C added once per sentence (eq. 30), shared across hops as in
 jojonki/MemoryNetworks memnn.py:27-28,63,69; T indexes sentences from the most recent one
 (so it does not depend on padding).  Init: A ~ N(0, 0.1) (memnn.py:17-21), p_j = 1/max_words
-(TPR-RNN-Torch tpr_rnn.py:47-49), α, β logits 0, α_A = α_C = 1.  See docs/qa.md.
+(TPR-RNN-Torch tpr_rnn.py:47-49), α, β logits 0, α_A = α_C = 1.
+MemN2N training recipe (Sukhbaatar et al. 2015, as facebookarchive/MemNN MemN2N-babi-matlab runs
+it; on in the *_babi presets): linear start (--linear-start-epochs: no softmax in the hops for the
+first epochs) and random noise (--random-noise: train-time gaps in the temporal indices); the lr
+schedule is --lr-scheduler memn2n_step (qa_memn2n_schedule.py).  See docs/qa.md.
 """
 
+import math
 from dataclasses import dataclass, field
-from typing import List, Tuple
+from typing import Tuple
 
 import torch
 import torch.nn.functional as F
@@ -44,38 +49,51 @@ class MemNetConfig(FairseqDataclass):
     dropout: float = field(default=0.0, metadata={"help": "dropout on word embeddings"})
     init_std: float = field(default=0.1, metadata={"help": "std of A^(k)"})
     zero_unseen_alpha: bool = field(default=False, metadata={"help": "also zero α of words unseen in training"})
+    linear_start_epochs: int = field(default=0, metadata={
+        "help": "linear start (LS, Sukhbaatar et al. 2015 Sec. 4.2): train the first N epochs with the softmax "
+                "removed from every memory hop, then re-insert it (0: off; the *_babi presets: 20, as "
+                "facebookarchive/MemNN MemN2N-babi-matlab/config_babi.m:31). Needs --task babi_qa (its "
+                "begin_epoch hook switches it off); the state is a buffer, so it survives checkpoint resume"})
+    random_noise: float = field(default=0.0, metadata={
+        "help": "random noise (RN, Sukhbaatar et al. 2015 Sec. 4.1): at train time only, leave up to "
+                "ceil(RN*n) empty slots at random among the temporal indices of a story of n sentences "
+                "(0: off; the *_babi presets: 0.1, as config_babi.m:19)"})
 
 
 def split_story(src: Tensor, sent_end: int, q_end: int, pad: int, eos: int) -> Tuple[Tensor, Tensor]:
     """(B, T) flat source -> story (B, S, W) and question (B, Wq), padded with ``pad``.
-    Sentences are right-aligned in time: story[:, -1] is the most recent sentence."""
-    stories: List[List[List[int]]] = []
-    questions: List[List[int]] = []
-    for row in src.tolist():
-        sents, cur = [], []
-        for t in row:
-            if t in (pad, eos):
-                continue
-            if t == sent_end:
-                sents.append(cur); cur = []
-            elif t == q_end:
-                break
-            else:
-                cur.append(t)
-        stories.append(sents)
-        questions.append(cur)
-    B = len(stories)
-    S = max(1, max(len(s) for s in stories))
-    W = max([1] + [len(x) for s in stories for x in s])
-    Wq = max(1, max(len(q) for q in questions))
-    story = torch.full((B, S, W), pad, dtype=torch.long)
-    question = torch.full((B, Wq), pad, dtype=torch.long)
-    for b, sents in enumerate(stories):
-        for i, sent in enumerate(sents):
-            story[b, S - len(sents) + i, : len(sent)] = torch.tensor(sent, dtype=torch.long)
-        if questions[b]:
-            question[b, : len(questions[b])] = torch.tensor(questions[b], dtype=torch.long)
-    return story.to(src.device), question.to(src.device)
+    Sentences are right-aligned in time: story[:, -1] is the most recent sentence.
+
+    Tensor ops only (no loop over rows): pad/eos are skipped, every ``sent_end`` before the first
+    ``q_end`` closes a sentence (an empty one too), the words after the last of them up to
+    ``q_end`` are the question, everything from ``q_end`` on is ignored.  Equal to the row-by-row
+    reference in tests/test_qa_vectorised.py."""
+    B, T = src.shape
+    dev = src.device
+    before_q = src.eq(q_end).long().cumsum(1).eq(0)                       # strictly before the first "?"
+    valid = src.ne(pad) & src.ne(eos) & before_q
+    is_end = valid & src.eq(sent_end)
+    word = valid & ~is_end
+    sid = is_end.long().cumsum(1) - is_end.long()                        # sentence of each token
+    n_sent = is_end.sum(1)                                               # (B,)
+    in_story = word & sid.lt(n_sent[:, None])
+    in_q = word & sid.eq(n_sent[:, None])
+    S = max(1, int(n_sent.max())) if B else 1
+    wc = word.long().cumsum(1) - 1                                       # words before this one (0-based)
+    lengths = torch.zeros(B, S + 1, dtype=torch.long, device=dev)
+    lengths.scatter_add_(1, sid.clamp(max=S), in_story.long())          # words per sentence
+    offsets = lengths.cumsum(1) - lengths                                # words before each sentence
+    pos = wc - offsets.gather(1, sid.clamp(max=S))                       # position inside its sentence
+    qpos = wc - in_story.long().sum(1, keepdim=True)                     # position inside the question
+    W = max(1, int(lengths.max())) if B else 1
+    Wq = max(1, int(in_q.sum(1).max())) if B else 1
+    story = torch.full((B, S, W), pad, dtype=src.dtype, device=dev)
+    question = torch.full((B, Wq), pad, dtype=src.dtype, device=dev)
+    b, t = in_story.nonzero(as_tuple=True)
+    story[b, S - n_sent[b] + sid[b, t], pos[b, t]] = src[b, t]
+    b, t = in_q.nonzero(as_tuple=True)
+    question[b, qpos[b, t]] = src[b, t]
+    return story, question
 
 
 class MemNetEncoder(FairseqEncoder):
@@ -99,6 +117,45 @@ class MemNetEncoder(FairseqEncoder):
             self.alpha_C = nn.Parameter(torch.ones(cfg.max_story))
             self.beta_logit = nn.Parameter(torch.zeros(()))
         self.dropout = nn.Dropout(cfg.dropout)
+        # LS state: True while the memory hops run without their softmax.  A buffer, so that a
+        # checkpoint saved during the linear phase is resumed / evaluated the way it was trained.
+        self.register_buffer("linear_start_on", torch.tensor(cfg.linear_start_epochs > 0))
+
+    def begin_epoch(self, epoch: int):
+        """Linear start ends after ``--linear-start-epochs`` epochs (fairseq epochs count from 1)."""
+        self.linear_start_on.fill_(0 < epoch <= self.cfg.linear_start_epochs)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        key = (name + "." if name else "") + "linear_start_on"
+        if key not in state_dict:          # checkpoints from before LS existed: softmax on
+            state_dict[key] = torch.tensor(False)
+        return state_dict
+
+    def temporal_index(self, real: Tensor) -> Tensor:
+        """(B, S) real-sentence mask (right-aligned) -> (B, S) rows of T_A / T_C.
+
+        Without noise: 0 for the most recent sentence, 1 for the one before, ... (padding gets
+        whatever index follows; it is masked out of the attention).  With ``--random-noise`` r in
+        training: a story of n sentences gets k ~ U{0..ceil(r n)} empty slots, and its sentences take
+        a uniformly random n-subset of 0..n+k-1 in recency order, i.e. k empty memories inserted at
+        random places (MemN2N-babi-matlab/train.m:30-34); capped at --max-story - 1 (train.m:33).
+        Evaluation never adds noise (train.m:70-71)."""
+        B, S = real.shape
+        recency = torch.arange(S - 1, -1, -1, device=real.device).expand(B, S)
+        rn = self.cfg.random_noise
+        if not (self.training and rn > 0):
+            return recency
+        n = real.sum(1)                                                         # (B,)
+        k = (torch.rand(B, device=real.device) * (torch.ceil(n * rn) + 1)).floor().long()
+        L = S + int(math.ceil(S * rn))
+        j = torch.arange(L, device=real.device)
+        keys = torch.rand(B, L, device=real.device).masked_fill(j >= (n + k)[:, None], 2.0)
+        rank = keys.argsort(1).argsort(1)                                       # rank of each candidate slot
+        chosen = rank < n[:, None]                                              # n of the first n+k slots
+        slots = torch.where(chosen, j, torch.full_like(j, L + S)).sort(1).values  # chosen slots ascending
+        idx = slots.gather(1, recency.clamp(max=L - 1))                        # r-th most recent -> r-th slot
+        idx = torch.where(recency < n[:, None], idx, recency)                  # padding: as without noise
+        return idx.clamp(max=self.TA.size(0) - 1)
 
     def set_unseen(self, ids):
         for emb in self.A:
@@ -128,7 +185,8 @@ class MemNetEncoder(FairseqEncoder):
         else:
             sym, m = None, 0
             phi_s, phi_q = torch.full_like(story, -1), torch.full_like(question, -1)
-        T = torch.arange(S - 1, -1, -1, device=story.device)               # 0 = most recent sentence
+        T = self.temporal_index(real)                                        # (B, S), 0 = most recent sentence
+        linear = bool(self.linear_start_on)
         u_sem, u_sym = self._sum_words(self.A[0], question.unsqueeze(1), phi_q.unsqueeze(1), m)
         u_sem, u_sym = u_sem.squeeze(1), (u_sym.squeeze(1) if self.symbolic else None)
         for k in range(self.cfg.hops):
@@ -138,11 +196,14 @@ class MemNetEncoder(FairseqEncoder):
             c_sem = c_sem + self.TC[T]
             score = torch.einsum("bsd,bd->bs", m_sem, u_sem)
             if self.symbolic:
-                m_sym = m_sym * self.alpha_A[T].view(1, S, 1)                # eq. 32
-                c_sym = c_sym * self.alpha_C[T].view(1, S, 1)                # eq. 33
+                m_sym = m_sym * self.alpha_A[T].unsqueeze(-1)                # eq. 32
+                c_sym = c_sym * self.alpha_C[T].unsqueeze(-1)                # eq. 33
                 score = score + torch.einsum("bsm,bm->bs", m_sym, u_sym)
-            attn = torch.softmax(score.float().masked_fill(~real, float("-inf")), -1)
-            attn = torch.nan_to_num(attn, nan=0.0).to(score.dtype)           # (B, S)
+            if linear:                                                       # LS: no softmax (train_linear_start.m:8-11)
+                attn = score.masked_fill(~real, 0.0)
+            else:
+                attn = torch.softmax(score.float().masked_fill(~real, float("-inf")), -1)
+                attn = torch.nan_to_num(attn, nan=0.0).to(score.dtype)       # (B, S)
             u_sem = u_sem + torch.einsum("bs,bsd->bd", attn, c_sem)
             if self.symbolic:
                 u_sym = u_sym + torch.einsum("bs,bsm->bm", attn, c_sym)
@@ -203,6 +264,10 @@ class _QAModel(FairseqEncoderDecoderModel):
     def set_unseen(self, ids):
         self.encoder.set_unseen(ids)
 
+    def begin_epoch(self, epoch: int):
+        """Called by ``--task babi_qa`` at the start of every training epoch (linear start)."""
+        self.encoder.begin_epoch(epoch)
+
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         return self.decoder.get_normalized_probs(net_output, log_probs, sample)
 
@@ -224,9 +289,10 @@ class SymbolicMemNetModel(_QAModel):
 def memnet_babi(cfg):
     cfg.embed_dim = getattr(cfg, "embed_dim", 50)
     cfg.hops = getattr(cfg, "hops", 3)
+    cfg.linear_start_epochs = getattr(cfg, "linear_start_epochs", 20)    # config_babi.m:29-31
+    cfg.random_noise = getattr(cfg, "random_noise", 0.1)                 # config_babi.m:19
 
 
 @register_model_architecture("smn", "smn_babi")
 def smn_babi(cfg):
-    cfg.embed_dim = getattr(cfg, "embed_dim", 50)
-    cfg.hops = getattr(cfg, "hops", 3)
+    memnet_babi(cfg)

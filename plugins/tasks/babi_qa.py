@@ -42,3 +42,10 @@ class BabiQATask(TranslationTask):
         if self.cfg.zero_unseen and self.unseen_ids and hasattr(model, "set_unseen"):
             model.set_unseen(self.unseen_ids)
         return model
+
+    def begin_epoch(self, epoch, model):
+        """Linear start (``memnet``/``smn`` ``--linear-start-epochs``) ends by the epoch count, as the
+        MemN2N reference code does (MemN2N-babi-matlab/config_babi.m:31, train_linear_start.m)."""
+        super().begin_epoch(epoch, model)
+        if hasattr(model, "begin_epoch"):
+            model.begin_epoch(epoch)

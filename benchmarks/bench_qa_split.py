@@ -1,0 +1,128 @@
+"""QA models' updates/s with the vectorised ``split_story`` against the row-by-row one, same process.
+
+An update = forward + backward + Adam step on one batch of bAbI-shaped sources (each row a story
+of 1..--sentences sentences of 4-6 words, a question, eos, right-padded).  The two versions run
+alternately (the old one patched in from tests/test_qa_vectorised.py, where it is the test
+reference), best of ``--repeats`` timings of ``--updates`` updates each; the script prints
+updates/s for both and the new/old ratio, and checks that both give the same loss.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_qa_split.py                  # CPU, batch 32, 50 sentences
+    python benchmarks/bench_qa_split.py --models memnet,smn --device cuda
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+from fairseq.data import Dictionary
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import plugins.models.qa_memnet as qm  # noqa: E402
+import plugins.models.qa_tpr as qt  # noqa: E402
+from tests.test_qa_vectorised import naive_split_story  # noqa: E402
+
+VECTORISED = qm.split_story
+
+
+class _Task:
+    def __init__(self, d):
+        self.source_dictionary = self.target_dictionary = d
+
+
+def make_batch(d, B, S, vocab, g):
+    rows = []
+    for _ in range(B):
+        toks = []
+        for _ in range(int(torch.randint(1, S + 1, (1,), generator=g))):
+            W = int(torch.randint(4, 7, (1,), generator=g))
+            toks += [d.index(f"w{int(i)}") for i in torch.randint(vocab, (W,), generator=g)] + [d.index(".")]
+        toks += [d.index(f"w{int(i)}") for i in torch.randint(vocab, (3,), generator=g)] + [d.index("?"), d.eos()]
+        rows.append(toks)
+    T = max(map(len, rows))
+    src = torch.full((B, T), d.pad(), dtype=torch.long)
+    for i, r in enumerate(rows):
+        src[i, : len(r)] = torch.tensor(r)
+    return src
+
+
+def build(name, d):
+    if name in ("memnet", "smn"):
+        cls = qm.MemNetModel if name == "memnet" else qm.SymbolicMemNetModel
+        return cls.build_model(qm.MemNetConfig(embed_dim=50, hops=3, max_story=60), _Task(d))
+    cls = qt.TPRRNNModel if name == "tpr_rnn" else qt.SymbolicTPRModel
+    return cls.build_model(qt.TPRConfig(), _Task(d))
+
+
+def use(fn):
+    qm.split_story = fn
+    qt.split_story = fn
+
+
+def timed(model, opt, src, prev, target, n, device):
+    loss = None
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        opt.zero_grad()
+        out = model(src, torch.full((src.size(0),), src.size(1), device=device), prev)
+        lp = model.get_normalized_probs(out, log_probs=True)[:, 0]
+        loss = -lp.gather(1, target[:, None]).mean()
+        loss.backward()
+        opt.step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return n / (time.perf_counter() - t0), loss.item()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="memnet,smn,tpr_rnn,stpr")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--sentences", type=int, default=50, help="most story sentences of a row")
+    ap.add_argument("--vocab", type=int, default=40)
+    ap.add_argument("--updates", type=int, default=20, help="updates per timing")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    d = Dictionary()
+    for i in range(a.vocab):
+        d.add_symbol(f"w{i}")
+    d.add_symbol(".")
+    d.add_symbol("?")
+    g = torch.Generator().manual_seed(0)
+    src = make_batch(d, a.batch, a.sentences, a.vocab, g).to(a.device)
+    prev = torch.full((a.batch, 1), d.eos(), dtype=torch.long, device=a.device)
+    target = torch.randint(d.nspecial, len(d), (a.batch,), generator=g).to(a.device)
+    print(f"batch {a.batch}, up to {a.sentences} sentences (source length {src.size(1)}), "
+          f"{a.threads} thread(s), device {a.device}, best of {a.repeats} x {a.updates} updates")
+    print("| model | row-by-row updates/s | vectorised updates/s | ratio |")
+    print("|---|---|---|---|")
+    for name in a.models.split(","):
+        best = {}
+        losses = {}
+        for version, fn in (("old", naive_split_story), ("new", VECTORISED)):
+            torch.manual_seed(0)
+            model = build(name, d).to(a.device)
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            use(fn)
+            timed(model, opt, src, prev, target, 2, a.device)            # warm-up
+            best[version] = 0.0
+        for _ in range(a.repeats):
+            for version, fn in (("old", naive_split_story), ("new", VECTORISED)):
+                torch.manual_seed(0)
+                model = build(name, d).to(a.device)
+                opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+                use(fn)
+                ups, losses[version] = timed(model, opt, src, prev, target, a.updates, a.device)
+                best[version] = max(best[version], ups)
+        use(VECTORISED)
+        assert abs(losses["old"] - losses["new"]) < 1e-4 * max(1.0, abs(losses["old"])), (name, losses)
+        print(f"| {name} | {best['old']:.1f} | {best['new']:.1f} | {best['new'] / best['old']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

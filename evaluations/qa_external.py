@@ -1,0 +1,170 @@
+"""Evaluate a trained babi_qa checkpoint on a bAbI-format file it never saw (issue 23 part 4).
+
+    nesyseq evaluate qa --checkpoint CKPT --babi-file FILE.txt [--babi-file ...] [--data BIN] [--out DIR]
+
+No retraining, no ``prepare qa``, no binarising: the file is parsed (file:line errors), its words
+are looked up in the checkpoint's dictionary (``dict.src.txt`` of ``--data``, default the
+checkpoint's training data folder) and every word that is not there gets a **new id** appended
+to the dictionary, never ``<unk>``.  The model is rebuilt for the larger vocabulary and the
+checkpoint's weights are copied in; the new rows of every vocabulary-sized parameter are zero
+(semantic embedding, output row, α logit at its init 0, biases), and the model's ``set_unseen``
+marks them together with the training ``unseen.txt`` words, so their semantic embedding and
+output rows read as zero: the paper's protocol for words unseen in training (the same
+treatment ``prepare qa`` gives test words when the test file is prepared with the training
+file).  A symbolic model still sees them through their context slot φ(x).
+
+The report gives the error and how many words of the file (types and tokens, source and
+answers) were unseen in training: new to the dictionary, or in it only from a non-train split.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from data_prep.math_generate import atomic_write_bytes
+from nesyseq_cli.errors import UserError
+
+
+def _load_state(ckpt: str):
+    from fairseq import checkpoint_utils
+
+    import plugins  # noqa: F401  registers models/tasks and the checkpoint safe globals
+
+    if not Path(ckpt).is_file():
+        raise UserError(f"--checkpoint {ckpt}: no such file")
+    return checkpoint_utils.load_checkpoint_to_cpu(ckpt)
+
+
+def extend_state_dict(old: Dict, new_model) -> Dict:
+    """``old`` with every tensor whose first axis grew in ``new_model`` padded with zero rows."""
+    import torch
+
+    target = new_model.state_dict()
+    out = {}
+    for k, v in old.items():
+        t = target.get(k)
+        if t is not None and torch.is_tensor(v) and v.dim() >= 1 and t.shape[0] > v.shape[0] \
+                and tuple(t.shape[1:]) == tuple(v.shape[1:]):
+            pad = torch.zeros((t.shape[0] - v.shape[0],) + tuple(v.shape[1:]), dtype=v.dtype)
+            v = torch.cat([v, pad], 0)
+        out[k] = v
+    return out
+
+
+def load_with_words(ckpt: str, words: List[str], data: Optional[str] = None):
+    """(model, task, new_words, train_unseen): the checkpoint's model with ``words`` that are
+    not in its dictionary appended as new, unseen-in-training entries."""
+    state = _load_state(ckpt)
+    cfg = state["cfg"]
+    from fairseq import tasks
+
+    data = data or cfg.task.data
+    if not data or not (Path(data) / "dict.src.txt").is_file():
+        raise UserError(f"{ckpt}: its dictionary {data}/dict.src.txt is not there; "
+                        "pass --data with the folder that holds the training dict.src.txt")
+    cfg.task.data = str(data)
+    task = tasks.setup_task(cfg.task)
+    src, tgt = task.source_dictionary, task.target_dictionary
+    if [src[i] for i in range(len(src))] != [tgt[i] for i in range(len(tgt))]:
+        raise UserError(f"{data}: source and target dictionaries differ (babi_qa needs the joined one)")
+    old_size = len(src)
+    new_words = []
+    for w in words:
+        if src.index(w) == src.unk() and w != src.unk_word and w not in new_words:
+            new_words.append(w)
+    for w in new_words:
+        src.add_symbol(w)
+        if tgt is not src:
+            tgt.add_symbol(w)
+    model = task.build_model(cfg.model)
+    weights = extend_state_dict(state["model"], model) if new_words else state["model"]
+    model.load_state_dict(weights, strict=True, model_cfg=cfg.model)
+    unseen_ids = sorted(set(task.unseen_ids) | set(range(old_size, len(src))))
+    if hasattr(model, "set_unseen") and unseen_ids:
+        model.set_unseen(unseen_ids)
+    elif new_words:
+        raise UserError(f"{ckpt}: model {type(model).__name__} has no set_unseen, so the "
+                        f"{len(new_words)} new word(s) cannot be given zero embeddings")
+    return model.eval(), task, new_words, set(task.unseen_words)
+
+
+def _file_tokens(babi_file: str) -> List[str]:
+    """Words of a (parsed, so well-formed) bAbI file, each line once: text, and answer on question lines."""
+    from data_prep.qa_babi import tokenize
+
+    out = []
+    for line in Path(babi_file).read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        fields = line.split(" ", 1)[1].split("\t")
+        out += tokenize(fields[0])
+        if len(fields) > 1:
+            out.append(fields[1].strip().lower())
+    return out
+
+
+def evaluate_babi_file(ckpt: str, babi_file: str, data: Optional[str] = None, memory_size: Optional[int] = None,
+                       batch_size: int = 256) -> Dict:
+    import torch
+    from fairseq.data import LanguagePairDataset
+
+    from data_prep.qa_babi import parse_babi_file
+
+    if memory_size is None:
+        meta = Path(data or _load_state(ckpt)["cfg"].task.data or "") / "qa_meta.json"
+        memory_size = json.loads(meta.read_text())["memory_size"] if meta.is_file() else 50
+    examples = parse_babi_file(babi_file, memory_size)
+    if not examples:
+        raise UserError(f"{babi_file}: no questions")
+    words = []
+    for e in examples:
+        words.extend(e.source_tokens())
+        words.append(e.answer)
+    model, task, new_words, train_unseen = load_with_words(ckpt, list(dict.fromkeys(words)), data)
+    d = task.source_dictionary
+    unseen = set(new_words) | train_unseen
+    content = _file_tokens(babi_file)                 # each statement once, questions, answers
+    src = [d.encode_line(" ".join(e.source_tokens()), add_if_not_exist=False, append_eos=True).long()
+           for e in examples]
+    tgt = [d.encode_line(e.answer, add_if_not_exist=False, append_eos=True).long() for e in examples]
+    assert all(int(t.eq(d.unk()).sum()) == 0 for t in src + tgt), "a word fell back to <unk>"
+    ds = LanguagePairDataset(src, torch.tensor([len(s) for s in src]), d, tgt, torch.tensor([len(t) for t in tgt]),
+                             d, left_pad_source=False, left_pad_target=False)
+    wrong = 0
+    with torch.no_grad():
+        for start in range(0, len(ds), batch_size):
+            sample = ds.collater([ds[i] for i in range(start, min(len(ds), start + batch_size))])
+            out = model(**sample["net_input"])
+            pred = model.get_normalized_probs(out, log_probs=True)[:, 0].argmax(-1)
+            wrong += int(pred.ne(sample["target"][:, 0]).sum())
+    return {"file": str(babi_file), "checkpoint": str(ckpt), "questions": len(examples),
+            "error": 100.0 * wrong / len(examples), "memory_size": memory_size,
+            "unseen_types": len({w for w in content if w in unseen}), "types": len(set(content)),
+            "unseen_tokens": sum(1 for w in content if w in unseen), "tokens": len(content),
+            "new_to_dictionary": sorted(new_words),
+            "unseen_words": sorted({w for w in content if w in unseen})}
+
+
+def run_external(args) -> int:
+    if not args.checkpoint:
+        raise UserError("--babi-file needs --checkpoint")
+    results = [evaluate_babi_file(args.checkpoint, f, args.data, args.memory_size, args.batch_size)
+               for f in args.babi_file]
+    lines = ["| file | questions | error % | unseen types | unseen tokens |", "|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['file']} | {r['questions']} | {r['error']:.2f} | {r['unseen_types']} / {r['types']} "
+                     f"| {r['unseen_tokens']} / {r['tokens']} |")
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    for r in results:
+        print(f"{r['file']}: words unseen in training: {' '.join(r['unseen_words']) or '(none)'}")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(str(out / "qa_external.md"), text.encode())
+        atomic_write_bytes(str(out / "qa_external.json"), (json.dumps(results, indent=1) + "\n").encode())
+        print(out / "qa_external.md")
+        print(out / "qa_external.json")
+    return 0
+
