@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from data_prep.math_generate import atomic_write_bytes
-from nesyseq_cli.errors import UserError
+from nesyseq_common.errors import UserError
 
 
 def _load_state(ckpt: str):

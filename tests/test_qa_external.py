@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from data_prep.qa_babi import tokenize
-from nesyseq_cli.errors import UserError
-from nesyseq_cli.fairseq_cli import USER_DIR, fairseq_bin
+from nesyseq_common.errors import UserError
+from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "qa" / "all_new_task2.txt"
