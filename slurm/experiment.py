@@ -21,7 +21,7 @@ import shlex
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from nesyseq_common.errors import UserError
 from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
@@ -98,7 +98,11 @@ def _resolve_argv(argv: List[str]) -> List[str]:
     return [head] + list(argv[1:])
 
 
-def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[str]) -> Plan:
+def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[str],
+               derived: Optional[Callable[[Path], Dict[str, object]]] = None) -> Plan:
+    """``derived(job_folder)`` gives values the launcher computes from its own flags (the
+    distributed keys, slurm/launcher.py): they replace the yaml's defaults, only for keys the
+    yaml has, and the user's KEY=VALUE overrides win over them."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -125,9 +129,11 @@ def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[s
         per_array = bool(stage_cfg.get("array", True))
         jobs = []
         for value in (values if per_array else [None]):
-            cfg = OmegaConf.merge(base, over, OmegaConf.from_dotlist([f"{k}={v}" for k, v in (value or {}).items()]))
             suffix = _array_suffix(value) if per_array else ""
             folder = run_dir / sname / suffix.lstrip("/") if suffix else run_dir / sname
+            launcher_values = {k: v for k, v in (derived(folder) if derived else {}).items() if k in base}
+            cfg = OmegaConf.merge(base, OmegaConf.create(launcher_values), over,
+                                  OmegaConf.from_dotlist([f"{k}={v}" for k, v in (value or {}).items()]))
             cfg.run_dir = str(run_dir)
             cfg.job_dir = str(folder)
             cfg.array_suffix = _array_suffix(value)

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import time
+import zlib
 from pathlib import Path
 
 from nesyseq_common.errors import UserError
@@ -54,6 +55,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="write the job folders and print the plan; submit nothing")
 
 
+def tasks_per_node(args) -> int:
+    return args.tasks_per_node or max(1, args.gpus_per_node)
+
+
+def distributed_settings(args, job_folder: Path) -> dict:
+    """The fairseq distributed keys of an experiment yaml, as --nodes / --gpus-per-node /
+    --tasks-per-node imply them (docs/slurm.md, "Distributed training"):
+
+    * ``world_size``: nodes x GPUs per node on GPUs (one rank per GPU: one SLURM task each, or
+      one task per node from which fairseq spawns a process per GPU), nodes x tasks on CPUs;
+    * ``distributed_port``: under SLURM with more than one rank, a port in [20000, 50000) fixed
+      by the job's folder, so a requeued job reuses it and two array members do not share one.
+      0 otherwise: with the local executor fairseq itself spawns one process per GPU on a free
+      port (``_infer_single_node_init``), which it only does for port <= 0;
+    * on GPUs ``device_flag`` "" (no --cpu), ``nccl`` and ``pytorch_ddp``; on CPU tasks
+      ``--cpu``, ``gloo`` and ``legacy_ddp`` (torch DDP rejects device_ids for CPU modules).
+
+    build_plan keeps only the keys the yaml has, and KEY=VALUE overrides win."""
+    gpus, tasks = args.gpus_per_node, tasks_per_node(args)
+    if gpus and tasks not in (1, gpus):
+        raise UserError(f"--tasks-per-node {tasks} with --gpus-per-node {gpus}: fairseq's SLURM setup runs "
+                        f"one task per GPU (--tasks-per-node {gpus}) or one task per node that spawns a "
+                        f"process per GPU (--tasks-per-node 1)")
+    world = args.nodes * (gpus if gpus else tasks)
+    if args.executor == "local" and (args.nodes > 1 or (not gpus and tasks > 1)):
+        raise UserError("--executor local runs one process on this machine: fairseq spawns its ranks only "
+                        "over local GPUs (--gpus-per-node N); --nodes > 1 and CPU --tasks-per-node > 1 "
+                        "need --executor slurm")
+    slurm_ranks = args.executor == "slurm" and world > 1
+    port = 20000 + zlib.crc32(str(job_folder).encode()) % 30000 if slurm_ranks else 0
+    return dict(world_size=world, distributed_port=port, device_flag="" if gpus else "--cpu",
+                distributed_backend="nccl" if gpus else "gloo",
+                ddp_backend="pytorch_ddp" if gpus else "legacy_ddp")
+
+
+def _check_world_size(args, plan) -> None:
+    """A world_size=... override that the requested tasks cannot fill is an error here, not a
+    hang in fairseq's rendezvous."""
+    for jobs in plan.stages:
+        for j in jobs:
+            if not j.checkpointable or "world_size" not in j.config:
+                continue
+            want = distributed_settings(args, j.folder)["world_size"]
+            if int(j.config["world_size"]) != want:
+                raise UserError(f"world_size={j.config['world_size']} but --nodes {args.nodes} x "
+                                f"{'--gpus-per-node ' + str(args.gpus_per_node) if args.gpus_per_node else '--tasks-per-node ' + str(tasks_per_node(args))}"
+                                f" gives {want} ranks; drop the override (the launcher derives it) or change the flags")
+
+
 def _executor(args, folder: Path, job_name: str, distributed: bool):
     import submitit
 
@@ -70,7 +120,7 @@ def _executor(args, folder: Path, job_name: str, distributed: bool):
         params["mem"] = f"{int(args.mem_gb * 1024)}MB"
     if distributed:
         params["nodes"] = args.nodes
-        params["ntasks_per_node"] = args.tasks_per_node or max(1, args.gpus_per_node)
+        params["ntasks_per_node"] = tasks_per_node(args)
         if args.gpus_per_node:
             params["gpus_per_node"] = args.gpus_per_node
     ex.update_parameters(**params)
@@ -94,7 +144,9 @@ def run(args) -> int:
 
     name = Path(args.experiment).stem
     run_dir = Path(args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
-    plan = build_plan(args.experiment, args.overrides, run_dir, args.array)
+    plan = build_plan(args.experiment, args.overrides, run_dir, args.array,
+                      derived=lambda folder: distributed_settings(args, folder))
+    _check_world_size(args, plan)
     run_dir.mkdir(parents=True, exist_ok=True)
     commit = git_commit()
     records = []
