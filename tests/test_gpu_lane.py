@@ -137,3 +137,16 @@ def test_summary_is_dated_complete_and_written_atomically(tmp_path):
     assert path == tmp_path / "docs" / "gpu_runs" / "2026-11-24_2005_nvidia-h100-80gb-hbm3.md"
     lane.atomic_write_text(path, text)
     assert path.read_text() == text and [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_loss_curves_are_read_and_compared():
+    """The precision tests' yardstick (tests/test_precision_cuda.py): the logged train loss per
+    update, and the largest relative gap to the fp32 curve."""
+    log = ("2026 | INFO | train_inner | epoch 001:     20 / 14 loss=7.5, ppl=181, wps=9000, ups=9, num_updates=20\n"
+           "2026 | INFO | train_inner | epoch 002:     40 / 14 loss=4, ppl=16, wps=9000, ups=9, num_updates=40\n"
+           "2026 | INFO | train | epoch 002 | loss 4.1 | num_updates 40\n")
+    ref = lane.loss_curve(log)
+    assert ref == [(20, 7.5), (40, 4.0)]
+    assert lane.curve_deviation(ref, ref, atol=0.05) == 0
+    assert lane.curve_deviation(ref, [(20, 7.5), (40, 4.4)], atol=0.0) == pytest.approx(0.1)
+    assert lane.curve_deviation(ref, [(20, 7.5)], atol=0.05) == float("inf")  # stopped or NaN

@@ -45,7 +45,8 @@ PROVIDED_PREFIXES = ("nvidia-", "cuda-")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 PYTHON_VERSION = "3.12"
 
-CUDA_TESTS = ["tests/test_trans_cuda.py", "tests/test_trans_launch.py", "tests/test_trans_layout.py"]
+CUDA_TESTS = ["tests/test_trans_cuda.py", "tests/test_trans_launch.py", "tests/test_trans_layout.py",
+              "tests/test_precision_cuda.py"]
 SMOKE_UPDATES = 30
 
 
@@ -261,6 +262,30 @@ def train_figures(log: str) -> Dict[str, object]:
             "train_seconds": float(m.group(1)) if m else None,
             # fairseq prints the CUDA environment only when it trains on CUDA devices
             "on_gpu": bool(re.search(r"rank\s+0: capabilities =", log)) and "--cpu" not in log.split("\n", 1)[0]}
+
+
+def loss_curve(log: str) -> List[tuple]:
+    """[(num_updates, train loss)] of every ``train_inner`` line of a fairseq-train log."""
+    out = []
+    for line in log.splitlines():
+        if "| train_inner |" in line:
+            m, u = re.search(r"\bloss[= ]([\d.]+)", line), re.search(r"\bnum_updates[= ](\d+)", line)
+            if m and u:
+                out.append((int(u.group(1)), float(m.group(1))))
+    return out
+
+
+def curve_deviation(ref: List[tuple], other: List[tuple], atol: float) -> float:
+    """max over the updates logged in both of |other - ref| / (ref + atol): 0 for the same curve.
+    A curve that misses a logged point of ``ref`` (it stopped, or diverged to NaN, which
+    fairseq logs as 'nan' and the parser skips) deviates by infinity."""
+    got = dict(other)
+    worst = 0.0
+    for u, l in ref:
+        if u not in got:
+            return float("inf")
+        worst = max(worst, abs(got[u] - l) / (l + atol))
+    return worst
 
 
 @dataclass
