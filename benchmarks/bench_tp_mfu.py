@@ -28,7 +28,7 @@ from fairseq import options  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import ARCH_MODEL_REGISTRY  # noqa: E402
 
-from plugins.torch_compile import layer_types  # noqa: E402
+from plugins.torch_compile import compile_units  # noqa: E402
 
 
 class _Task:
@@ -104,8 +104,7 @@ def explain_counts(model, inputs, dtype):
     def hook(mod, args, kwargs):
         seen.setdefault((type(mod).__name__, tuple(a is None for a in args)), (mod, args, kwargs))
 
-    hs = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in model.modules()
-          if isinstance(m, layer_types())]
+    hs = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in compile_units(model)]
     step(model, inputs, dtype)
     for h in hs:
         h.remove()

@@ -58,18 +58,18 @@ def compile_modules(modules: Iterable[nn.Module], backend="inductor", mode: Opti
     return n
 
 
-def layer_types():
-    from plugins.layers.folnet_layer import FolnetLayer
-    from plugins.models.tp_transformer import TPDecoderLayer, TPEncoderLayer
-
-    return (TPEncoderLayer, TPDecoderLayer, FolnetLayer)
+def compile_units(model: nn.Module):
+    """The modules ``--compile`` compiles: those whose class sets ``compile_unit = True``
+    (TPEncoderLayer, TPDecoderLayer, FolnetLayer).  A class attribute rather than an import
+    list, so this module imports no model (plugins' import graph has no cycle)."""
+    return [m for m in model.modules() if getattr(type(m), "compile_unit", False)]
 
 
 def maybe_compile(model: nn.Module, cfg) -> nn.Module:
     """Apply ``--compile`` to a freshly built model; a no-op without it."""
     if not safe_getattr(cfg, "compile", False):
         return model
-    layers = [m for m in model.modules() if isinstance(m, layer_types())]
+    layers = compile_units(model)
     if not layers:
         raise ValueError(f"--compile: {type(model).__name__} has no compilable layers")
     compile_modules(layers, backend=safe_getattr(cfg, "compile_backend", "inductor"),

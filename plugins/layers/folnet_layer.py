@@ -195,6 +195,8 @@ def transposed_binary(u2n: Tensor, mask: FolnetMask) -> Tensor:
 
 
 class FolnetLayer(nn.Module):
+    compile_unit = True  # --compile compiles each of these (plugins/torch_compile.py)
+
     def __init__(self, d1: int, d2: int, heads: int, ffn1: int, ffn2: int, unary_ops: str, binary_ops: str,
                  dropout: float = 0.0, enc_dim: Optional[int] = None, enc_binary_dim: Optional[int] = None,
                  trans_impl: str = "auto", symbolic: bool = False):

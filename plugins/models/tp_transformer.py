@@ -126,6 +126,8 @@ def is_symbolic(cfg) -> bool:
 
 
 class TPEncoderLayer(nn.Module):
+    compile_unit = True  # --compile compiles each of these (plugins/torch_compile.py)
+
     def __init__(self, cfg):
         super().__init__()
         d = cfg.encoder_embed_dim
@@ -167,6 +169,8 @@ class TPEncoderLayer(nn.Module):
 
 
 class TPDecoderLayer(nn.Module):
+    compile_unit = True  # --compile compiles each of these (plugins/torch_compile.py)
+
     def __init__(self, cfg):
         super().__init__()
         d = cfg.encoder_embed_dim
