@@ -85,18 +85,32 @@ def tiny_translation(tmp_path_factory):
     return d / "bin"
 
 
+def test_memory_efficient_bf16_takes_the_same_path():
+    """--memory-efficient-bf16 sets bf16 (and so tpu) in fairseq's options.py exactly as --bf16
+    does; the fix undoes the implied tpu for it too.  (Its training run is in
+    tests/test_precision_cuda.py on CUDA; on CPU the e2e test below trains --bf16 only, to keep
+    the suite under 10 minutes.)"""
+    from fairseq import options
+
+    argv = ["/nonexistent", "--arch", "transformer", "--memory-efficient-bf16"]
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    assert args.bf16 is True and args.memory_efficient_bf16 is True and args.tpu is True
+    c = cfg()
+    assert resolve_bf16_tpu(c, argv=argv[1:], xla_available=False, cuda_available=False) is True
+    assert c.common.tpu is False
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("flag", ["--bf16", "--memory-efficient-bf16"])
-def test_fairseq_train_bf16_on_cpu(tiny_translation, tmp_path, flag):
+def test_fairseq_train_bf16_on_cpu(tiny_translation, tmp_path):
     """fairseq-train --bf16 runs (here on the CPU; on CUDA in tests/test_precision_cuda.py):
-    fairseq's FP16Optimizer (chosen only for --fp16/--bf16) with fp32 master weights for --bf16 (the
-    memory-efficient one keeps none), tpu=False in the saved config.
+    fairseq's FP16Optimizer (chosen only for --fp16/--bf16) with fp32 master weights, tpu=False in
+    the saved config.
     (fairseq saves bf16 weights cast to fp32, utils.move_to_cpu, so the file's dtypes say nothing.)"""
     save = tmp_path / "ck"
     out = subprocess.run(
         [sys.executable, "-m", "fairseq_cli.train", str(tiny_translation), "--user-dir", str(REPO / "user_dir"),
          "--task", "translation", "-s", "src", "-t", "tgt", "--arch", "tp_transformer_tiny",
-         "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "2000", "--max-update", "4", "--cpu", flag,
+         "--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "2000", "--max-update", "4", "--cpu", "--bf16",
          "--save-dir", str(save), "--no-epoch-checkpoints", "--log-format", "simple", "--seed", "1"],
         capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -105,10 +119,7 @@ def test_fairseq_train_bf16_on_cpu(tiny_translation, tmp_path, flag):
     assert state["cfg"]["common"]["tpu"] is False and state["cfg"]["common"]["bf16"] is True
     opt = state["last_optimizer_state"]
     name = state["optimizer_history"][-1]["optimizer_name"]
-    if flag == "--bf16":
-        assert name == "FP16Optimizer"
-        # fp32 master weights: the Adam moments are kept for fp32 parameters
-        moments = [s["exp_avg"] for s in opt["state"].values()]
-        assert moments and all(m.dtype == torch.float32 for m in moments)
-    else:
-        assert name == "MemoryEfficientFP16Optimizer"
+    assert name == "FP16Optimizer"
+    # fp32 master weights: the Adam moments are kept for fp32 parameters
+    moments = [s["exp_avg"] for s in opt["state"].values()]
+    assert moments and all(m.dtype == torch.float32 for m in moments)
