@@ -45,3 +45,40 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cli_fork_server(tmp_path_factory):
+    """tests/forkserver.py: the tests' fairseq/nesyseq command lines run as forks of one process
+    that has imported torch and fairseq (NESYSEQ_TEST_FORKSERVER=0: plain processes)."""
+    if os.environ.get("NESYSEQ_TEST_FORKSERVER", "1") == "0" or not hasattr(os, "fork"):
+        yield
+        return
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from tests import forkserver
+
+    sock = os.path.join(tempfile.mkdtemp(prefix="nsfs"), "s")
+    proc = subprocess.Popen([sys.executable, str(Path(forkserver.__file__)), "--serve", sock],
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    if proc.stdout.readline().strip() != "ready":  # it says why on stderr; the suite runs without it
+        proc.kill()
+        proc.wait()
+        yield
+        return
+    original = subprocess.Popen.__init__
+
+    def popen_init(self, args, *a, **kw):
+        new = None if kw.get("shell") or kw.get("executable") else forkserver.rewrite(args, sock)
+        original(self, new if new is not None else args, *a, **kw)
+
+    subprocess.Popen.__init__ = popen_init
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = original
+        proc.kill()
+        proc.wait()

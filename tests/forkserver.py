@@ -1,0 +1,248 @@
+"""A fork server for the suite's CLI runs: torch and fairseq imported once, each run forked.
+
+Every end-to-end test starts fairseq's or nesyseq's command line in a new Python process, and
+most of such a process's CPU time on the 2-core CI machine is importing torch and fairseq
+(about 4 s of a tiny training run's 5-10 s).  Here one process per pytest worker (the
+*server*) imports them, and the tests' ``subprocess`` calls of ``python -m fairseq_cli.*`` /
+``-m nesyseq_cli.main`` and of the ``fairseq-*`` / ``nesyseq`` scripts become a small *shim*
+process (``python -S`` running this file: standard library only, ~20 ms to start) that hands
+its argv, environment, working directory and stdin/stdout/stderr to the server, which forks a
+child to run the command and reports its exit status.  To the test nothing changes: it still
+gets a process with the command's output, exit status, timeout and kill.
+
+What the child does not share with a fresh interpreter:
+  * torch and fairseq are already imported (with the server's environment).  Our own code is
+    not: ``plugins`` (via ``--user-dir`` or ``PYTHONPATH``), ``triton`` and everything else are
+    imported by the child, so ``user_dir``'s registrations and ``TRITON_INTERPRET`` behave as in
+    a fresh process.  The server refuses to start if importing torch/fairseq pulled in any of
+    our modules or triton.
+  * ``OMP_NUM_THREADS`` is applied with ``torch.set_num_threads`` (torch read it at import).
+Runs that need a truly fresh interpreter (``python -c``, scripts, pytest in a subprocess) are
+not intercepted.  ``NESYSEQ_TEST_FORKSERVER=0`` turns the whole mechanism off.
+"""
+import array
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+INTERCEPT_MODULES = ("fairseq_cli.train", "fairseq_cli.generate", "fairseq_cli.preprocess",
+                     "fairseq_cli.eval_lm", "fairseq_cli.hydra_train", "nesyseq_cli.main")
+INTERCEPT_SCRIPTS = ("fairseq-train", "fairseq-generate", "fairseq-preprocess", "fairseq-eval-lm",
+                     "fairseq-hydra-train", "nesyseq")
+OURS = ("plugins", "user_dir", "triton", "triton_kernels", "data_prep", "evaluations", "nesyseq_cli",
+        "nesyseq_common", "slurm")
+
+
+def _send(conn, obj, fds=()):
+    data = json.dumps(obj).encode()
+    msg = struct.pack("!I", len(data)) + data
+    if fds:
+        conn.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    else:
+        conn.sendall(msg)
+
+
+def _recv(conn, nfds=0):
+    fds = array.array("i")
+    head, anc, _, _ = conn.recvmsg(4, socket.CMSG_LEN(nfds * fds.itemsize) if nfds else 0)
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+    if len(head) < 4:
+        return None, list(fds)
+    (n,) = struct.unpack("!I", head)
+    buf = b""
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return json.loads(buf), list(fds)
+
+
+# ----------------------------------------------------------------------------- shim (client)
+
+def shim(sock, mode, argv):
+    """Run ``argv`` in a child of the server at ``sock``; exit with its status."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(sock)
+    _send(conn, {"mode": mode, "argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}, fds=(0, 1, 2))
+    msg, _ = _recv(conn)
+    pid = msg["pid"]
+
+    def forward(sig, _frame):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
+        signal.signal(sig, forward)
+    msg, _ = _recv(conn)  # the child's exit status; EOF if it died without reporting
+    code = msg["status"] if msg else 1
+    os._exit(code if code >= 0 else 128 - code)
+
+
+# ----------------------------------------------------------------------------- server
+
+def _run_child(conn, req, fds):
+    """In the forked child: become the requested command."""
+    os.setpgid(0, 0)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    for target, fd in zip((0, 1, 2), fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    import threading
+
+    def watch_shim():  # the shim was killed (a test's timeout): stop, as a real process would be
+        try:
+            while conn.recv(1):
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch_shim, daemon=True).start()
+    status = 1
+    try:
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        argv = req["argv"]
+        extra = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        base = [p for p in sys.path if p and p not in _SERVER_PYTHONPATH]
+        import torch
+
+        if req["env"].get("OMP_NUM_THREADS", "").isdigit():
+            torch.set_num_threads(int(req["env"]["OMP_NUM_THREADS"]))
+        import runpy
+
+        entry = argv[2] if req["mode"] == "module" else os.path.basename(argv[0])
+        if not (entry.startswith("fairseq_cli") or entry.startswith("fairseq-")):
+            import logging
+
+            logging.getLogger().handlers[:] = _AFTER_FAIRSEQ[0]
+            logging.getLogger().setLevel(_AFTER_FAIRSEQ[1])
+
+        if req["mode"] == "module":
+            sys.path[:] = [os.getcwd()] + extra + base
+            sys.argv = [argv[2]] + argv[3:]
+            runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+        else:
+            sys.path[:] = [os.path.dirname(os.path.abspath(argv[0]))] + extra + base
+            sys.argv = list(argv)
+            runpy.run_path(argv[0], run_name="__main__")
+        status = 0
+    except SystemExit as e:
+        code = e.code
+        status = 0 if code is None else (code if isinstance(code, int) else 1)
+        if not isinstance(code, int) and code is not None:
+            print(code, file=sys.stderr)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        status = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        try:
+            _send(conn, {"status": status})
+        except OSError:
+            pass
+        os._exit(status)
+
+
+_SERVER_PYTHONPATH = set()
+_AFTER_FAIRSEQ = []
+
+
+def serve(path):
+    _SERVER_PYTHONPATH.update(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    import logging
+
+    import torch  # noqa: F401
+    import fairseq  # noqa: F401
+    import fairseq.options  # noqa: F401
+    import fairseq.sequence_generator  # noqa: F401
+
+    # Logging as a fresh process would have it.  Importing fairseq configures the root logger
+    # (fairseq/tasks/text_to_speech.py calls logging.basicConfig); fairseq_cli.* (not imported
+    # here) call basicConfig(stream=sys.stdout) *before* they import fairseq, so their logs go
+    # to stdout.  A fairseq_cli child therefore starts from a bare root logger; any other child
+    # (nesyseq, which imports fairseq before logging anything) gets the state fairseq's import left.
+    root = logging.getLogger()
+    _AFTER_FAIRSEQ[:] = [root.handlers[:], root.level]
+    root.handlers.clear()
+    root.setLevel(logging.WARNING)
+
+    leaked = sorted(m for m in sys.modules if m.split(".")[0] in OURS)
+    if leaked:
+        sys.exit(f"forkserver: importing torch/fairseq imported {leaked[:5]}; refusing to serve")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(16)
+    signal.signal(signal.SIGCHLD, lambda *_: _reap())
+    print("ready", flush=True)
+    while True:
+        try:
+            conn, _ = srv.accept()
+        except InterruptedError:
+            continue
+        req, fds = _recv(conn, nfds=3)
+        if req is None or len(fds) != 3:
+            conn.close()
+            continue
+        pid = os.fork()
+        if pid == 0:
+            srv.close()
+            _send(conn, {"pid": os.getpid()})
+            _run_child(conn, req, fds)
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+
+
+def _reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+# ----------------------------------------------------------------------------- interception
+
+def rewrite(args, sock, python=sys.executable):
+    """The shim's argv for an intercepted command line, else None."""
+    if not isinstance(args, (list, tuple)) or len(args) < 2:
+        return None
+    try:
+        args = [os.fspath(a) for a in args]
+    except TypeError:
+        return None
+    exe = args[0]
+    shim_argv = [python, "-S", "-E", os.path.abspath(__file__), "--socket", sock]
+    if os.path.abspath(exe) == os.path.abspath(python) and args[1] == "-m" and len(args) > 2 \
+            and args[2] in INTERCEPT_MODULES:
+        return shim_argv + ["--module", *args]
+    if os.path.basename(exe) in INTERCEPT_SCRIPTS and \
+            os.path.dirname(os.path.abspath(exe)) == os.path.dirname(os.path.abspath(python)):
+        return shim_argv + ["--script", *args]
+    return None
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--serve":
+        serve(sys.argv[2])
+    else:  # --socket SOCK --module|--script ARGV...
+        shim(sys.argv[2], sys.argv[3][2:], sys.argv[4:])
