@@ -107,6 +107,9 @@ def _run_child(conn, req, fds):
         os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch_shim, daemon=True).start()
+    if req["env"].get("NESYSEQ_FORKSERVER_PIDFILE"):  # for tests/test_forkserver.py
+        with open(req["env"]["NESYSEQ_FORKSERVER_PIDFILE"], "w") as f:
+            f.write(str(os.getpid()))
     status = 1
     try:
         os.chdir(req["cwd"])

@@ -1,0 +1,92 @@
+"""tests/forkserver.py: an intercepted command behaves as the same command in a fresh process
+(output, exit status, environment, working directory, stdin, timeout), and only the
+fairseq/nesyseq command lines are intercepted."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import forkserver
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def test_only_our_command_lines_are_rewritten():
+    sock = "/tmp/x/s"
+    py = sys.executable
+    got = forkserver.rewrite([py, "-m", "fairseq_cli.train", "d"], sock)
+    assert got[:6] == [py, "-S", "-E", forkserver.__file__, "--socket", sock]
+    assert got[6:] == ["--module", py, "-m", "fairseq_cli.train", "d"]
+    assert forkserver.rewrite([str(BIN / "fairseq-generate"), "d"], sock)[6:] == \
+        ["--script", str(BIN / "fairseq-generate"), "d"]
+    for plain in ([py, "-c", "print(1)"], [py, "-m", "pytest"], [py, "script.py"], ["/usr/bin/fairseq-train"],
+                  "fairseq-train d", [py]):
+        assert forkserver.rewrite(plain, sock) is None, plain
+
+
+@pytest.mark.skipif(os.environ.get("NESYSEQ_TEST_FORKSERVER") == "0", reason="fork server off")
+def test_served_command_gets_argv_env_cwd_stdin_and_status(tmp_path):
+    # the rewritten argv is what runs (the Popen patch is active in this session)
+    p = subprocess.Popen([sys.executable, "-m", "nesyseq_cli.main", "--help"], stdout=subprocess.PIPE, text=True)
+    assert "forkserver.py" in " ".join(p.args)
+    assert "usage" in p.communicate()[0].lower() and p.returncode == 0
+    # an error: exit status 2 and nesyseq's one-line message on stderr
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    served = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "no_such_experiment", "--dry-run"],
+                            capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert served.returncode == 2 and "no_such_experiment" in served.stderr, served
+    # the working directory: fairseq-preprocess reads and writes paths relative to cwd; the
+    # environment: LOGLEVEL=WARNING silences fairseq_cli's INFO lines (read at its import, in the
+    # child), which a plain run prints to stdout
+    (tmp_path / "train.txt").write_text("zebra yak zebra\n")
+    argv = [str(BIN / "fairseq-preprocess"), "--only-source", "--trainpref", "train.txt", "--destdir", "bin",
+            "--workers", "1"]
+    run = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr
+    assert "| INFO | fairseq_cli.preprocess |" in run.stdout  # logs on stdout, as a fresh process
+    words = [ln.split()[0] for ln in (tmp_path / "bin" / "dict.txt").read_text().splitlines()]
+    assert words[:2] == ["zebra", "yak"]  # then fairseq's padding to a multiple of 8
+    quiet = subprocess.run(argv[:-4] + ["--destdir", "bin2", "--workers", "1"], capture_output=True, text=True,
+                           cwd=tmp_path, env=dict(env, LOGLEVEL="WARNING"))
+    assert quiet.returncode == 0 and "| INFO |" not in quiet.stdout + quiet.stderr
+
+
+@pytest.mark.skipif(os.environ.get("NESYSEQ_TEST_FORKSERVER") == "0", reason="fork server off")
+def test_killing_the_process_kills_the_forked_command(tmp_path):
+    """subprocess.run(timeout=...) kills the process it started (the shim); the forked command
+    must die with it, not train on in the background."""
+    import time
+
+    (tmp_path / "train.txt").write_text("a b c d\n" * 50)
+    subprocess.run([str(BIN / "fairseq-preprocess"), "--only-source", "--trainpref", "train.txt",
+                    "--validpref", "train.txt", "--destdir", "bin", "--workers", "1"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    save = tmp_path / "marker_ck"
+    p = subprocess.Popen([str(BIN / "fairseq-train"), str(tmp_path / "bin"), "--task", "language_modeling",
+                          "--arch", "transformer_lm", "--decoder-layers", "1", "--decoder-embed-dim", "8",
+                          "--decoder-ffn-embed-dim", "8", "--decoder-attention-heads", "1", "--optimizer", "adam",
+                          "--lr", "1e-3", "--max-tokens", "64", "--tokens-per-sample", "16", "--max-update",
+                          "10000000", "--save-dir", str(save), "--no-save", "--cpu", "--num-workers", "0"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path,
+                         env=dict(os.environ, NESYSEQ_FORKSERVER_PIDFILE=str(tmp_path / "pid")))
+    with pytest.raises(subprocess.TimeoutExpired):
+        p.wait(timeout=4)
+    p.kill()
+    p.wait()
+    pid = int((tmp_path / "pid").read_text())
+
+    def alive():
+        try:
+            return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return False
+
+    for _ in range(50):
+        if not alive():
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the forked fairseq-train outlived its killed shim")
