@@ -226,3 +226,24 @@ def test_schedule_sets_the_optimizer_lr():
         sched.step_begin_epoch(epoch)
         sched.step_update(epoch * 100)
         assert opt.get_lr() == memn2n_lr(0.16, epoch, 25, 0.5, 20)
+
+
+def test_task_epoch_hook_runs_for_every_qa_model():
+    """fairseq-train calls ``task.begin_epoch`` before every epoch, epoch 1 included.  The babi_qa
+    task forwards it to the model; models whose encoder has no epoch schedule (tpr_rnn, stpr) must
+    pass through, and memnet/smn must switch linear start off after its epochs."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from plugins.models.qa_tpr import TPRConfig
+    from plugins.tasks.babi_qa import BabiQAConfig, BabiQATask
+
+    d = make_dict()
+    task = BabiQATask(BabiQAConfig(data=""), d, d)
+    for arch in ("memnet", "smn", "tpr_rnn", "stpr"):
+        cls = ARCH_MODEL_REGISTRY[arch]
+        cfg = (MemNetConfig(embed_dim=6, hops=1, max_story=10, max_words=8, linear_start_epochs=2)
+               if arch in ("memnet", "smn") else TPRConfig(embed_dim=6, hidden_dim=4))
+        model = cls.build_model(cfg, FakeTask(d))
+        for epoch in (1, 2, 3):
+            task.begin_epoch(epoch, model)
+            if arch in ("memnet", "smn"):
+                assert bool(model.encoder.linear_start_on) == (epoch <= 2), (arch, epoch)

@@ -265,8 +265,11 @@ class _QAModel(FairseqEncoderDecoderModel):
         self.encoder.set_unseen(ids)
 
     def begin_epoch(self, epoch: int):
-        """Called by ``--task babi_qa`` at the start of every training epoch (linear start)."""
-        self.encoder.begin_epoch(epoch)
+        """Called by ``--task babi_qa`` at the start of every training epoch (linear start).
+        Only encoders with an epoch schedule have the hook (MemNetEncoder); TPREncoder has none."""
+        hook = getattr(self.encoder, "begin_epoch", None)
+        if hook is not None:
+            hook(epoch)
 
     def get_normalized_probs(self, net_output, log_probs, sample=None):
         return self.decoder.get_normalized_probs(net_output, log_probs, sample)
