@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-names", type=int, default=4, help="generator: distinct names (10..10000 for Fig. 1)")
     parser.add_argument("--zero-shot", type=_kinds, default=None, metavar="KIND[,KIND...]",
                         help="generator: add a test split test_KIND per kind (rooms, objects, people) "
-                             "whose rooms/objects/people are unseen in training (Table 2)")
+                             "whose rooms/objects/people are unseen in training (Table 2); 'all': "
+                             "rooms, objects and people unseen at once (ours)")
     parser.add_argument("--k", type=int, default=10, help="generator task b: |V1| = |V2| = k")
     parser.add_argument("--train-stories", type=int, default=200, help="generator: stories in train")
     parser.add_argument("--test-stories", type=int, default=200, help="generator: stories in test")

@@ -16,7 +16,8 @@ Tasks (numbers follow bAbI):
 ``num_names`` (10 .. 10,000) sets how many distinct person names the stories draw
 from (paper Fig. 1).  ``zero_shot``, any of {rooms, objects, people}, adds a test split
 ``test_{kind}`` per kind that uses only rooms / objects / names that never occur in train or
-valid (Fig. 5 / Table 2); train and the original test are the same with or without it.
+valid (Fig. 5 / Table 2); ``all`` (ours, beyond the paper) makes all three unseen at once.
+Train and the original test are the same with or without it.
 Everything is drawn from ``random.Random(seed-derived)``: the same arguments give
 byte-identical files.
 """
@@ -29,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from nesyseq_common.errors import UserError
 
 TASKS = ("1", "2", "3", "5", "b")
-ZERO_SHOT = ("rooms", "objects", "people")
+ZERO_SHOT = ("rooms", "objects", "people", "all")   # all: the three kinds unseen at once (ours)
 
 # Training pools first, zero-shot pools second (disjoint).
 ROOMS = ["bathroom", "hallway", "kitchen", "garden", "office", "bedroom",
@@ -255,7 +256,8 @@ def generate_task(task: str, n_train: int = 1000, n_test: int = 1000, num_names:
         return {"train": "\n".join(train) + "\n", "test": "\n".join(test) + "\n"}
     if num_names < 4 and task != "1":
         raise UserError(f"task {task} needs --num-names >= 4")
-    names = make_names(2 * num_names if "people" in kinds else num_names, seed)   # a prefix is make_names(n)
+    new_people = "people" in kinds or "all" in kinds
+    names = make_names(2 * num_names if new_people else num_names, seed)   # a prefix is make_names(n)
     pools = {"people": names[:num_names], "rooms": ROOMS[:_TRAIN_POOL], "objects": OBJECTS[:_TRAIN_POOL]}
     unseen = {"people": names[num_names:], "rooms": ROOMS[_TRAIN_POOL:], "objects": OBJECTS[_TRAIN_POOL:]}
     seen = set()
@@ -264,7 +266,7 @@ def generate_task(task: str, n_train: int = 1000, n_test: int = 1000, num_names:
     test = generate_split(task, n_test, rng, pools["people"], pools["rooms"], pools["objects"], exclude=seen)
     out = {"train": "\n".join(train) + "\n", "test": "\n".join(test) + "\n"}
     for kind in kinds:
-        p = dict(pools, **{kind: unseen[kind]})
+        p = dict(unseen) if kind == "all" else dict(pools, **{kind: unseen[kind]})
         zrng = random.Random(_derive(seed, "zero-shot", task, num_names, kind, k))
         z = generate_split(task, n_test, zrng, p["people"], p["rooms"], p["objects"], exclude=set(train_set))
         out[f"test_{kind}"] = "\n".join(z) + "\n"

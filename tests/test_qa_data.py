@@ -181,3 +181,23 @@ def test_qa_report_aggregates_seeds(tmp_path):
     assert paths["curve"].exists() and paths["csv"].read_text().count("\n") == 12
     with pytest.raises(UserError, match="missing ckpt"):
         parse_run("model=a,task=1,seed=0,data=x")
+
+
+def test_zero_shot_all_makes_every_entity_new():
+    """``--zero-shot all``: people, rooms and objects of the split are all unseen in training,
+    while train and test stay those of the plain call; the verbs and function words are shared."""
+    plain = generate_task("2", n_train=50, n_test=20, num_names=10, seed=0)
+    d = generate_task("2", n_train=50, n_test=20, num_names=10, zero_shot="all", seed=0)
+    assert d["train"] == plain["train"] and d["test"] == plain["test"]
+    exs = lambda t: parse_babi_lines(t.splitlines(), memory_size=None)
+    train_words = {w for e in exs(d["train"]) for s in e.story + [e.question, [e.answer]] for w in s}
+    train_people = {e.story[i][0] for e in exs(d["train"]) for i in range(len(e.story))}
+    new = exs(d["test_all"])
+    assert new
+    for e in new:
+        words = {w for s in e.story + [e.question] for w in s}
+        assert words & set(ROOMS) <= set(ROOMS[6:]) and words & set(OBJECTS) <= set(OBJECTS[6:])
+        assert not {s[0] for s in e.story} & train_people            # every actor is a new name
+        assert e.answer not in train_words
+    for e in exs(d["train"]):
+        assert not {w for s in e.story for w in s} & (set(ROOMS[6:]) | set(OBJECTS[6:]))
