@@ -46,6 +46,15 @@ class TPRConfig(FairseqDataclass):
     sym_lambda_init: float = field(default=0.1, metadata={
         "help": "stpr: initial λ of every symbolic MLP layer (γ starts at 0). 1.0 starts the TPR "
                 "write gain |e|²|r|² above 2, where the update overshoots and F diverges (docs/qa.md)"})
+    beta_init: float = field(default=0.0, metadata={
+        "help": "stpr: initial logit of β, the weight of the semantic output in eq. 4 (0: β = 1/2, "
+                "the paper's range [0, 1] with no stated init)"})
+    freeze_beta: bool = field(default=False, metadata={
+        "help": "stpr: keep β at sigmoid(--beta-init) instead of learning it (ours; the paper learns β)"})
+    entity_dropout: float = field(default=0.0, metadata={
+        "help": "training only (ours): per example, every word of the context is treated as unseen "
+                "with this probability: its semantic embedding and its output logit read as zero, "
+                "as the zero-shot test does for words absent from train (docs/qa.md, issue 23)"})
 
 
 class _MLP(nn.Module):
@@ -137,7 +146,9 @@ class TPREncoder(FairseqEncoder):
         self.ln = nn.ModuleList([nn.LayerNorm(E) for _ in range(3)])
         self.Z = nn.Linear(E, V, bias=False)                                   # trained (unlike .data)
         if symbolic:
-            self.beta_logit = nn.Parameter(torch.zeros(()))
+            self.beta_logit = nn.Parameter(torch.tensor(float(cfg.beta_init)), requires_grad=not cfg.freeze_beta)
+        if not 0.0 <= cfg.entity_dropout <= 1.0:
+            raise ValueError(f"--entity-dropout must be in [0, 1], got {cfg.entity_dropout}")
         self.dropout = nn.Dropout(cfg.dropout)
 
     def set_unseen(self, ids):
@@ -146,11 +157,30 @@ class TPREncoder(FairseqEncoder):
             self.Z.weight[torch.tensor(list(ids), dtype=torch.long)] = 0.0
         self._unseen = list(ids)
 
-    def _embed(self, tokens, phi, m):
+    def entity_dropout_mask(self, src_tokens, generator=None):
+        """(B, V) bool: the words treated as unseen in each example of this training batch.
+        Every distinct context word (pad, eos, bos, '.', '?' excepted) is picked independently
+        with probability --entity-dropout; None when off or in eval mode."""
+        p = self.cfg.entity_dropout
+        if not self.training or p <= 0.0:
+            return None
+        slots = context_symbols(src_tokens, self.ignore, self.pad)               # (B, m)
+        u = torch.rand(slots.slot_vocab.shape, generator=generator, device=src_tokens.device)
+        b, j = ((u < p) & slots.slot_mask).nonzero(as_tuple=True)
+        drop = torch.zeros(src_tokens.size(0), len(self.dictionary), dtype=torch.bool, device=src_tokens.device)
+        drop[b, slots.slot_vocab[b, j]] = True
+        return drop
+
+    def _embed(self, tokens, phi, m, drop=None):
         W = tokens.size(-1)
         if W > self.pos.size(0):
             raise ValueError(f"a sentence has {W} words > --max-words {self.pos.size(0)}")
         sem, sym = self.A(tokens.flatten(0, -2), phi.flatten(0, -2), m)
+        if drop is not None:                                   # zero the dropped words' A rows, per example
+            hit = drop.gather(1, tokens.reshape(tokens.size(0), -1)).view(-1, W, 1)   # (B*S, W, 1)
+            sem = sem.masked_fill(hit, 0.0)
+            if self.symbolic and self.cfg.zero_unseen_alpha:
+                sym = sym.masked_fill(hit, 0.0)
         sem = (self.dropout(sem) * self.pos[:W]).view(*tokens.shape, -1).sum(-2)
         sym = sym.view(*tokens.shape, -1).sum(-2) if self.symbolic else None
         return sem, sym
@@ -165,6 +195,7 @@ class TPREncoder(FairseqEncoder):
         story, question = split_story(src_tokens, self.sent_end, self.q_end, self.pad, self.eos)
         B, S, W = story.shape
         real = story.ne(self.pad).any(-1)                                      # (B, S)
+        drop = self.entity_dropout_mask(src_tokens)                            # (B, V) or None
         if self.symbolic:
             sym = context_symbols(src_tokens, self.ignore, self.pad, self.cfg.max_symbols)
             m, mask = sym.m, sym.slot_mask
@@ -172,7 +203,7 @@ class TPREncoder(FairseqEncoder):
         else:
             sym, m, mask = None, 0, None
             phi_s, phi_q = torch.full_like(story, -1), torch.full_like(question, -1)
-        s_sem, s_sym = self._embed(story, phi_s, m)                           # (B, S, d[+m])
+        s_sem, s_sym = self._embed(story, phi_s, m, drop)                     # (B, S, d[+m])
         mask_s = None if mask is None else mask
         e1, e2 = [_cat(*f(s_sem, s_sym, mask_s)) for f in self.story_e]
         r1, r2, r3 = [_cat(*f(s_sem, s_sym, mask_s)) for f in self.story_r]
@@ -183,7 +214,7 @@ class TPREncoder(FairseqEncoder):
             w_hat, m_hat, b_hat = F.read(a1, b1), F.read(a1, b2), F.read(a2, b3)   # (34), (36), (38)
             F.write([a1, a1, a2], [b1, b2, b3],                                    # (35), (37), (39)
                     [(a2 - w_hat) * keep, (w_hat - m_hat) * keep, (a1 - b_hat) * keep])
-        q_sem, q_sym = self._embed(question.unsqueeze(1), phi_q.unsqueeze(1), m)
+        q_sem, q_sym = self._embed(question.unsqueeze(1), phi_q.unsqueeze(1), m, drop)
         q_sem, q_sym = q_sem.squeeze(1), (q_sym.squeeze(1) if self.symbolic else None)
         i = _cat(*self.q_e(q_sem, q_sym, mask))
         h = 0
@@ -192,11 +223,13 @@ class TPREncoder(FairseqEncoder):
             i = self._ln(k, F.read(i, role), mask)
             h = h + i
         d = self.cfg.embed_dim
+        logits = self.Z(h[..., :d] if self.symbolic else h)                  # (B, V)
+        if drop is not None:                                                   # a dropped word's Z row reads as 0
+            logits = logits.masked_fill(drop, 0.0)
         if self.symbolic:
-            logits = self.Z(h[..., :d]).unsqueeze(1)
-            probs = symbolic_output_probs(logits, h[..., d:].unsqueeze(1), sym, self.beta_logit)
+            probs = symbolic_output_probs(logits.unsqueeze(1), h[..., d:].unsqueeze(1), sym, self.beta_logit)
         else:
-            probs = torch.softmax(self.Z(h).float(), -1).unsqueeze(1)
+            probs = torch.softmax(logits.float(), -1).unsqueeze(1)
         return {"answer_probs": [probs[:, 0]], "symbols": sym}
 
     def reorder_encoder_out(self, encoder_out, new_order):

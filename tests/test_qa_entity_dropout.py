@@ -1,0 +1,96 @@
+"""stpr / tpr_rnn training options of issue 23 part 1: --entity-dropout, --beta-init, --freeze-beta.
+
+Entity dropout is checked against the zero-shot test path it imitates: a model in training mode
+with every context word dropped must give, example by example, the probabilities of the same
+weights in eval mode after ``set_unseen(that example's context words)`` (zero A rows and Z rows,
+the paper's protocol for unseen words), a path that shares no code with the dropout mask."""
+import copy
+
+import pytest
+import torch
+
+from plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
+from tests.qa_helpers import FakeTask, encode, make_dict
+
+STORIES = ["mary moved to the kitchen . john moved to the garden . daniel moved to the office . where is john ?",
+           "sandra moved to the garden . mary moved to the office . where is mary ?",
+           "john moved to the kitchen . where is john ?"]
+SPECIAL = {".", "?"}
+
+
+def _build(cls, seed=0, **cfg):
+    torch.manual_seed(seed)
+    d = make_dict()
+    model = cls.build_model(TPRConfig(embed_dim=6, hidden_dim=7, entity_dim=5, role_dim=4, max_words=8, **cfg),
+                            FakeTask(d)).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return model, d
+
+
+def _probs(model, src):
+    prev = torch.full((src.size(0), 1), 2, dtype=torch.long)
+    out = model(src, torch.full((src.size(0),), src.size(1)), prev)
+    return model.get_normalized_probs(out, log_probs=False)[:, 0]
+
+
+@pytest.mark.parametrize("cls", [SymbolicTPRModel, TPRRNNModel])
+def test_all_dropped_equals_the_zero_shot_path_per_example(cls):
+    model, d = _build(cls, entity_dropout=1.0)
+    src = encode(d, STORIES)
+    got = _probs(model.train(), src)
+    for b, text in enumerate(STORIES):
+        ref_model = copy.deepcopy(model).eval()
+        ref_model.encoder.set_unseen(sorted({d.index(w) for w in text.split()} - {d.index(w) for w in SPECIAL}))
+        ref = _probs(ref_model, src[b: b + 1])[0]
+        torch.testing.assert_close(got[b], ref, rtol=0, atol=1e-12)
+        plain = _probs(copy.deepcopy(model).eval(), src[b: b + 1])[0]
+        assert (plain - ref).abs().max() > 1e-3          # dropping changes the answer distribution
+
+
+@pytest.mark.parametrize("cls", [SymbolicTPRModel, TPRRNNModel])
+def test_off_in_eval_and_at_zero(cls):
+    model, d = _build(cls, entity_dropout=1.0)
+    src = encode(d, STORIES)
+    zero, _ = _build(cls, entity_dropout=0.0)
+    torch.testing.assert_close(_probs(model.eval(), src), _probs(zero.eval(), src), rtol=0, atol=0)
+    torch.testing.assert_close(_probs(zero.train(), src), _probs(zero.eval(), src), rtol=0, atol=0)
+
+
+def test_mask_rate_and_support():
+    """Each distinct context word is picked independently with probability p; never a special
+    token, never a word outside the example."""
+    model, d = _build(SymbolicTPRModel, entity_dropout=0.3)
+    src = encode(d, STORIES * 200)
+    g = torch.Generator().manual_seed(0)
+    drop = model.train().encoder.entity_dropout_mask(src, generator=g)
+    words = [{d.index(w) for w in t.split()} - {d.index(w) for w in SPECIAL} for t in STORIES * 200]
+    candidates = sum(len(w) for w in words)
+    for b, w in enumerate(words):
+        assert set(drop[b].nonzero().flatten().tolist()) <= w
+    rate = drop.sum().item() / candidates
+    assert abs(rate - 0.3) < 0.03, rate
+    assert model.eval().encoder.entity_dropout_mask(src) is None
+
+
+def test_beta_init_and_freeze():
+    d = make_dict()
+    src = encode(d, STORIES)
+    tgt = torch.tensor([d.index("garden"), d.index("office"), d.index("kitchen")])
+    for freeze in (False, True):
+        torch.manual_seed(0)
+        model = SymbolicTPRModel.build_model(TPRConfig(beta_init=-2.0, freeze_beta=freeze), FakeTask(d))
+        assert abs(torch.sigmoid(model.encoder.beta_logit).item() - torch.sigmoid(torch.tensor(-2.0)).item()) < 1e-7
+        opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.1)
+        for _ in range(3):
+            loss = -torch.log(_probs(model.train(), src)[torch.arange(3), tgt]).sum()
+            opt.zero_grad(); loss.backward(); opt.step()
+        moved = abs(model.encoder.beta_logit.item() + 2.0)
+        assert (moved == 0.0) if freeze else (moved > 0.05), (freeze, moved)
+        assert "encoder.beta_logit" in model.state_dict()          # frozen β is still saved
+
+
+def test_bad_entity_dropout_is_named():
+    with pytest.raises(ValueError, match="--entity-dropout"):
+        _build(SymbolicTPRModel, entity_dropout=1.5)
