@@ -2,6 +2,8 @@
 # Table 2 protocol (bAbI-style tasks 2 and 5): train once on the original task, test on the
 # original test and on the zero-shot test sets with unseen rooms / objects / people.
 #   configs/qa_zero_shot_sweep.sh OUT "memnet smn tpr_rnn stpr" "0 1 2" [MAX_UPDATE]
+# Environment: TASKS ("2 5"), STORIES (2000), LR, LR_PATIENCE, KINDS (zero-shot splits), EXTRA
+# (more fairseq-train options, e.g. "--entity-dropout 0.2"), TRAIN_ONLY.
 # Data: `prepare qa --generate --tasks $TASKS --zero-shot rooms,objects,people`, $STORIES train
 # stories (2000 = 9,000 train + 1,000 valid questions, the size of bAbI 10k) and 200 test
 # stories (1,000 questions) per test set, generator seed 0.
@@ -13,6 +15,7 @@
 set -euo pipefail
 OUT=$1; MODELS=${2:-"memnet smn tpr_rnn stpr"}; SEEDS=${3:-"0 1 2"}; MAXUP=${4:-5000}
 TASKS=${TASKS:-"2 5"}; STORIES=${STORIES:-2000}; LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-3}
+KINDS=${KINDS:-"rooms objects people"}   # add "all" for the split with every entity new (ours)
 TRAIN_ONLY=${TRAIN_ONLY:-0}   # 1: train (skip finished runs) but do not write the report
 read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -23,7 +26,7 @@ source "$HERE/configs/qa_train.sh"
 data=$OUT/data
 if [ ! -f "$data/.done" ]; then
   $PY -m nesyseq_cli.main prepare qa --generate --out "$data" --tasks "${TASKS// /,}" \
-      --zero-shot rooms,objects,people --num-names 4 --train-stories "$STORIES" --test-stories 200 --seed 0 >/dev/null
+      --zero-shot "${KINDS// /,}" --num-names 4 --train-stories "$STORIES" --test-stories 200 --seed 0 >/dev/null
   touch "$data/.done"
 fi
 mkdir -p "$OUT/ck"
@@ -36,7 +39,7 @@ for t in $TASKS; do for m in $MODELS; do for s in $SEEDS; do
     *) echo "qa_zero_shot_sweep.sh: unknown model '$m'" >&2; exit 2 ;;
   esac
   qa_train "$data/bin/task$t" "$ck" "$s" "$MAXUP" "${MODEL_ARGS[@]}" ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}
-  for split in original rooms objects people; do
+  for split in original $KINDS; do
     sub=test; [ "$split" = original ] || sub=test_$split
     RUNS+=(--run "model=$m,task=$t,seed=$s,split=$split,subset=$sub,ckpt=$ck/checkpoint_best.pt,data=$data/bin/task$t")
   done

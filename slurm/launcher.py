@@ -104,14 +104,8 @@ def _check_world_size(args, plan) -> None:
                                 f" gives {want} ranks; drop the override (the launcher derives it) or change the flags")
 
 
-def _executor(args, folder: Path, job_name: str, distributed: bool):
-    import submitit
-
-    if args.executor == "local":
-        ex = submitit.LocalExecutor(folder=folder)
-        ex.update_parameters(timeout_min=args.timeout_min)
-        return ex
-    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeue)
+def _slurm_params(args, job_name: str, distributed: bool) -> dict:
+    """The SlurmExecutor parameters of one stage (also recorded by --dry-run, which needs no SLURM)."""
     params = dict(job_name=job_name, time=args.timeout_min, cpus_per_task=args.cpus_per_task,
                   signal_delay_s=120)
     if args.partition:
@@ -123,6 +117,17 @@ def _executor(args, folder: Path, job_name: str, distributed: bool):
         params["ntasks_per_node"] = tasks_per_node(args)
         if args.gpus_per_node:
             params["gpus_per_node"] = args.gpus_per_node
+    return params
+
+
+def _executor(args, folder: Path, params: dict):
+    import submitit
+
+    if args.executor == "local":
+        ex = submitit.LocalExecutor(folder=folder)
+        ex.update_parameters(timeout_min=args.timeout_min)
+        return ex
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeue)   # needs srun on PATH
     ex.update_parameters(**params)
     return ex
 
@@ -170,11 +175,13 @@ def run(args) -> int:
                                     array=j.array_value, command=j.command_line))
             continue
         distributed = any(j.checkpointable for j in todo)
-        ex = _executor(args, run_dir / ".submitit" / stage, f"{job_name}-{stage}", distributed)
+        params = _slurm_params(args, f"{job_name}-{stage}", distributed)
         if args.executor == "slurm" and previous_ids and args.dependency_chain:
-            ex.update_parameters(dependency="afterok:" + ":".join(previous_ids))
+            params["dependency"] = "afterok:" + ":".join(previous_ids)
         if args.executor == "slurm" and len(todo) > 1:
-            ex.update_parameters(array_parallelism=len(todo))
+            params["array_parallelism"] = len(todo)
+        # a dry run builds no executor: it must work where SLURM is not installed
+        ex = None if args.dry_run else _executor(args, run_dir / ".submitit" / stage, params)
         fns = [StageJob(j.argv, str(j.folder), [str(p) for p in j.outputs], max_requeue=args.max_requeue)
                for j in todo]
         if args.dry_run:
@@ -188,9 +195,12 @@ def run(args) -> int:
         for j, sub in zip(todo, submitted):
             jid = "dry-run" if sub is None else str(sub.job_id)
             ids.append(jid)
-            records.append(dict(stage=stage, job_id=jid, folder=str(j.folder), array=j.array_value,
-                                command=j.command_line, submitit_folder=str(run_dir / ".submitit" / stage),
-                                executor=args.executor))
+            rec = dict(stage=stage, job_id=jid, folder=str(j.folder), array=j.array_value,
+                       command=j.command_line, submitit_folder=str(run_dir / ".submitit" / stage),
+                       executor=args.executor)
+            if args.executor == "slurm":
+                rec["slurm_params"] = params
+            records.append(rec)
         if args.dry_run:
             continue
         # afterok on an array's base id waits for every member

@@ -88,3 +88,22 @@ def test_only_keys_the_experiment_has(tmp_path):
     run_dir = tmp_path / "plain"
     assert main(["launch", str(yaml), "--dry-run", "--run-dir", str(run_dir), "--gpus-per-node", "8"]) == 0
     assert (run_dir / "train" / "command.txt").read_text().split() == ["echo", "train", "1"]
+
+
+def test_dry_run_needs_no_slurm_and_records_the_sbatch_parameters(tmp_path, monkeypatch):
+    """--dry-run builds no executor, so it works on a machine without srun (submitit's
+    SlurmExecutor refuses to start there); jobs.json records the parameters a real launch
+    would give sbatch."""
+    import json
+    import shutil
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "git").symlink_to(shutil.which("git"))
+    monkeypatch.setenv("PATH", str(bare))                       # no srun, no sbatch, no sinfo
+    ((_, o),) = render(tmp_path, "--nodes", "2", "--gpus-per-node", "4").values()
+    assert o["--distributed-world-size"] == "8"
+    (rec,) = [r for r in json.loads((tmp_path / "run" / "jobs.json").read_text())["jobs"] if r["stage"] == "train"]
+    assert rec["job_id"] == "dry-run"
+    p = rec["slurm_params"]
+    assert p["nodes"] == 2 and p["ntasks_per_node"] == 4 and p["gpus_per_node"] == 4
