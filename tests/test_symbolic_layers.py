@@ -43,6 +43,20 @@ def test_phi_cap():
     s = context_symbols(ctx, [PAD], PAD, max_symbols=2)
     assert s.slot_vocab.tolist() == [[3, 4]]
     assert lookup_phi(ctx, s).tolist() == [[0, 1, -1, -1, 0]]
+    assert context_symbols(ctx, [PAD], PAD).first(2).slot_vocab.tolist() == [[3, 4]]
+
+
+def test_first_equals_the_capped_numbering():
+    """ContextSymbols.first(cap) (stpr numbers the context once, uncapped, for entity dropout)
+    gives what context_symbols(..., max_symbols=cap) gives, on random rows with padding."""
+    g = torch.Generator().manual_seed(1)
+    ctx = torch.randint(3, 12, (6, 20), generator=g)
+    ctx[2, 10:] = PAD
+    full = context_symbols(ctx, [PAD, EOS], PAD)
+    for cap in (None, 1, 3, 5, 9, 50):
+        ref = context_symbols(ctx, [PAD, EOS], PAD, max_symbols=cap)
+        got = full.first(cap)
+        assert torch.equal(got.slot_vocab, ref.slot_vocab) and torch.equal(got.slot_mask, ref.slot_mask), cap
 
 
 def test_beam_reorder():

@@ -36,6 +36,13 @@ class ContextSymbols:
     def m(self) -> int:
         return self.slot_vocab.size(1)
 
+    def first(self, max_symbols: Optional[int]) -> "ContextSymbols":
+        """The first ``max_symbols`` slots: what ``context_symbols(..., max_symbols)`` returns
+        (slots are numbered by first appearance, so the cap keeps a prefix)."""
+        if max_symbols is None or max_symbols >= self.m:
+            return self
+        return ContextSymbols(self.slot_vocab[:, :max_symbols], self.slot_mask[:, :max_symbols])
+
     def index_select(self, new_order: Tensor) -> "ContextSymbols":
         """Reorder the batch (beam search: fairseq's reorder_encoder_out)."""
         return ContextSymbols(self.slot_vocab.index_select(0, new_order), self.slot_mask.index_select(0, new_order))

@@ -157,14 +157,19 @@ class TPREncoder(FairseqEncoder):
             self.Z.weight[torch.tensor(list(ids), dtype=torch.long)] = 0.0
         self._unseen = list(ids)
 
-    def entity_dropout_mask(self, src_tokens, generator=None):
+    def _dropping(self) -> bool:
+        return self.training and self.cfg.entity_dropout > 0.0
+
+    def entity_dropout_mask(self, src_tokens, generator=None, slots=None):
         """(B, V) bool: the words treated as unseen in each example of this training batch.
         Every distinct context word (pad, eos, bos, '.', '?' excepted) is picked independently
-        with probability --entity-dropout; None when off or in eval mode."""
-        p = self.cfg.entity_dropout
-        if not self.training or p <= 0.0:
+        with probability --entity-dropout; None when off or in eval mode.  ``slots``: the
+        uncapped ``context_symbols`` of ``src_tokens`` if the caller has them already."""
+        if not self._dropping():
             return None
-        slots = context_symbols(src_tokens, self.ignore, self.pad)               # (B, m)
+        p = self.cfg.entity_dropout
+        if slots is None:
+            slots = context_symbols(src_tokens, self.ignore, self.pad)           # (B, m)
         u = torch.rand(slots.slot_vocab.shape, generator=generator, device=src_tokens.device)
         b, j = ((u < p) & slots.slot_mask).nonzero(as_tuple=True)
         drop = torch.zeros(src_tokens.size(0), len(self.dictionary), dtype=torch.bool, device=src_tokens.device)
@@ -195,9 +200,11 @@ class TPREncoder(FairseqEncoder):
         story, question = split_story(src_tokens, self.sent_end, self.q_end, self.pad, self.eos)
         B, S, W = story.shape
         real = story.ne(self.pad).any(-1)                                      # (B, S)
-        drop = self.entity_dropout_mask(src_tokens)                            # (B, V) or None
+        # one numbering of the context serves both the dropout mask (every word) and φ (capped)
+        slots = context_symbols(src_tokens, self.ignore, self.pad) if self.symbolic or self._dropping() else None
+        drop = self.entity_dropout_mask(src_tokens, slots=slots)              # (B, V) or None
         if self.symbolic:
-            sym = context_symbols(src_tokens, self.ignore, self.pad, self.cfg.max_symbols)
+            sym = slots.first(self.cfg.max_symbols)
             m, mask = sym.m, sym.slot_mask
             phi_s, phi_q = lookup_phi(story.view(B, S * W), sym).view(B, S, W), lookup_phi(question, sym)
         else:
