@@ -94,3 +94,23 @@ def test_beta_init_and_freeze():
 def test_bad_entity_dropout_is_named():
     with pytest.raises(ValueError, match="--entity-dropout"):
         _build(SymbolicTPRModel, entity_dropout=1.5)
+
+
+def test_init_alpha_equals_a_never_trained_word():
+    """--entity-dropout-init-alpha: with every context word dropped, training mode equals eval mode
+    on a copy whose context words are unseen *and* whose α logits are back at their init (0), which
+    is what a word absent from train has at test time."""
+    model, d = _build(SymbolicTPRModel, entity_dropout=1.0, entity_dropout_init_alpha=True)
+    src = encode(d, STORIES)
+    got = _probs(model.train(), src)
+    keep, _ = _build(SymbolicTPRModel, entity_dropout=1.0)               # the same weights, α kept
+    kept = _probs(keep.train(), src)
+    for b, text in enumerate(STORIES):
+        ids = sorted({d.index(w) for w in text.split()} - {d.index(w) for w in SPECIAL})
+        ref_model = copy.deepcopy(model).eval()
+        with torch.no_grad():
+            ref_model.encoder.A.alpha_logit[torch.tensor(ids)] = 0.0
+        ref_model.encoder.set_unseen(ids)
+        ref = _probs(ref_model, src[b: b + 1])[0]
+        torch.testing.assert_close(got[b], ref, rtol=0, atol=1e-12)
+        assert (kept[b] - ref).abs().max() > 1e-4       # the learned α would give another answer

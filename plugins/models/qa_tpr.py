@@ -27,7 +27,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.models import FairseqEncoder, register_model, register_model_architecture
 from torch import nn
 
-from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
+from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi, one_hot_phi,
                                      slot_layer_norm, symbolic_output_probs)
 from plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
 
@@ -55,6 +55,10 @@ class TPRConfig(FairseqDataclass):
         "help": "training only (ours): per example, every word of the context is treated as unseen "
                 "with this probability: its semantic embedding and its output logit read as zero, "
                 "as the zero-shot test does for words absent from train (docs/qa.md, issue 23)"})
+    entity_dropout_init_alpha: bool = field(default=False, metadata={
+        "help": "stpr with --entity-dropout (ours): a dropped word's α also reads as its initial value "
+                "sigmoid(0) = 1/2, which is the α an unseen word has at test time (its logit never "
+                "gets a gradient); off: the dropped word keeps its learned α"})
 
 
 class _MLP(nn.Module):
@@ -186,6 +190,9 @@ class TPREncoder(FairseqEncoder):
             sem = sem.masked_fill(hit, 0.0)
             if self.symbolic and self.cfg.zero_unseen_alpha:
                 sym = sym.masked_fill(hit, 0.0)
+            elif self.symbolic and self.cfg.entity_dropout_init_alpha:     # α of a never-trained word
+                a0 = torch.sigmoid(torch.zeros((), dtype=sym.dtype))
+                sym = torch.where(hit, a0 * one_hot_phi(phi.flatten(0, -2), m, sym.dtype), sym)
         sem = (self.dropout(sem) * self.pos[:W]).view(*tokens.shape, -1).sum(-2)
         sym = sym.view(*tokens.shape, -1).sum(-2) if self.symbolic else None
         return sem, sym
