@@ -19,6 +19,7 @@ logits 0 (α = β = 1/2).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -94,7 +95,10 @@ class HybridEmbedding(nn.Module):
 
     ``zero_ids`` (words unseen in training) get a zero semantic row when ``zero_unseen``
     is on; ``zero_unseen_alpha`` also zeroes their α (the paper says nothing; option).
+    A word that never gets a gradient keeps α = sigmoid(ALPHA_LOGIT_INIT) = 1/2 (``init_alpha``).
     """
+
+    ALPHA_LOGIT_INIT = 0.0
 
     def __init__(self, num_embeddings: int, dim: int, padding_idx: Optional[int] = None,
                  init_std: Optional[float] = None):
@@ -104,7 +108,7 @@ class HybridEmbedding(nn.Module):
             nn.init.normal_(self.semantic.weight, 0.0, init_std)
             if padding_idx is not None:
                 nn.init.zeros_(self.semantic.weight[padding_idx])
-        self.alpha_logit = nn.Parameter(torch.zeros(num_embeddings))
+        self.alpha_logit = nn.Parameter(torch.full((num_embeddings,), self.ALPHA_LOGIT_INIT))
         self.register_buffer("unseen", torch.zeros(num_embeddings, dtype=torch.bool), persistent=False)
         self.zero_unseen = False
         self.zero_unseen_alpha = False
@@ -117,8 +121,12 @@ class HybridEmbedding(nn.Module):
         self.zero_unseen = True
         self.zero_unseen_alpha = zero_alpha
 
-    def alpha(self, tokens: Tensor) -> Tensor:
+    def alpha(self, tokens: Tensor, init_alpha: Optional[Tensor] = None) -> Tensor:
+        """α of ``tokens``; where the bool mask ``init_alpha`` (shaped as tokens) is set, the α
+        of a never-trained word instead (entity dropout's imitation of an unseen word)."""
         a = torch.sigmoid(self.alpha_logit[tokens])
+        if init_alpha is not None:
+            a = a.masked_fill(init_alpha, 1.0 / (1.0 + math.exp(-self.ALPHA_LOGIT_INIT)))
         if self.zero_unseen and self.zero_unseen_alpha:
             a = a.masked_fill(self.unseen[tokens], 0.0)
         return a
@@ -129,9 +137,10 @@ class HybridEmbedding(nn.Module):
             e = e.masked_fill(self.unseen[tokens].unsqueeze(-1), 0.0)
         return e
 
-    def forward(self, tokens: Tensor, phi: Tensor, m: int):
-        """Returns (h_sem (B, T, d), h_sym (B, T, m))."""
-        return self.semantic_part(tokens), self.alpha(tokens).unsqueeze(-1) * one_hot_phi(phi, m, self.alpha_logit.dtype)
+    def forward(self, tokens: Tensor, phi: Tensor, m: int, init_alpha: Optional[Tensor] = None):
+        """Returns (h_sem (B, T, d), h_sym (B, T, m)); ``init_alpha`` as in ``alpha``."""
+        a = self.alpha(tokens, init_alpha)
+        return self.semantic_part(tokens), a.unsqueeze(-1) * one_hot_phi(phi, m, self.alpha_logit.dtype)
 
 
 class UnseenZeroEmbedding(nn.Embedding):

@@ -27,7 +27,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.models import FairseqEncoder, register_model, register_model_architecture
 from torch import nn
 
-from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi, one_hot_phi,
+from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      slot_layer_norm, symbolic_output_probs)
 from plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
 
@@ -184,15 +184,14 @@ class TPREncoder(FairseqEncoder):
         W = tokens.size(-1)
         if W > self.pos.size(0):
             raise ValueError(f"a sentence has {W} words > --max-words {self.pos.size(0)}")
-        sem, sym = self.A(tokens.flatten(0, -2), phi.flatten(0, -2), m)
-        if drop is not None:                                   # zero the dropped words' A rows, per example
-            hit = drop.gather(1, tokens.reshape(tokens.size(0), -1)).view(-1, W, 1)   # (B*S, W, 1)
+        # the dropped words of each example, per position: (B*S, W, 1)
+        hit = None if drop is None else drop.gather(1, tokens.reshape(tokens.size(0), -1)).view(-1, W, 1)
+        init_alpha = hit[..., 0] if hit is not None and self.symbolic and self.cfg.entity_dropout_init_alpha else None
+        sem, sym = self.A(tokens.flatten(0, -2), phi.flatten(0, -2), m, init_alpha=init_alpha)
+        if hit is not None:                                    # zero the dropped words' A rows, per example
             sem = sem.masked_fill(hit, 0.0)
             if self.symbolic and self.cfg.zero_unseen_alpha:
                 sym = sym.masked_fill(hit, 0.0)
-            elif self.symbolic and self.cfg.entity_dropout_init_alpha:     # α of a never-trained word
-                a0 = torch.sigmoid(torch.zeros((), dtype=sym.dtype))
-                sym = torch.where(hit, a0 * one_hot_phi(phi.flatten(0, -2), m, sym.dtype), sym)
         sem = (self.dropout(sem) * self.pos[:W]).view(*tokens.shape, -1).sum(-2)
         sym = sym.view(*tokens.shape, -1).sum(-2) if self.symbolic else None
         return sem, sym
