@@ -156,10 +156,11 @@ class TPREncoder(FairseqEncoder):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def set_unseen(self, ids):
+        """Words unseen in training: zero semantic embedding (A) and output (Z) rows, the paper's
+        protocol.  Both are masks on the buffer ``A.unseen`` applied in forward, never edits of
+        the weights: fairseq builds the model (and calls this) *before* it loads the checkpoint,
+        so zeroed weight rows would be overwritten with their trained values."""
         self.A.set_unseen(ids, zero_alpha=self.cfg.zero_unseen_alpha)
-        with torch.no_grad():
-            self.Z.weight[torch.tensor(list(ids), dtype=torch.long)] = 0.0
-        self._unseen = list(ids)
 
     def _dropping(self) -> bool:
         return self.training and self.cfg.entity_dropout > 0.0
@@ -237,7 +238,9 @@ class TPREncoder(FairseqEncoder):
             h = h + i
         d = self.cfg.embed_dim
         logits = self.Z(h[..., :d] if self.symbolic else h)                  # (B, V)
-        if drop is not None:                                                   # a dropped word's Z row reads as 0
+        if self.A.zero_unseen:                                                 # an unseen word's Z row reads as 0
+            logits = logits.masked_fill(self.A.unseen, 0.0)
+        if drop is not None:                                                   # so does a dropped word's
             logits = logits.masked_fill(drop, 0.0)
         if self.symbolic:
             probs = symbolic_output_probs(logits.unsqueeze(1), h[..., d:].unsqueeze(1), sym, self.beta_logit)
