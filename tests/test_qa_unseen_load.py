@@ -3,8 +3,9 @@
 fairseq builds the model first (``task.build_model``, where ``babi_qa`` calls ``set_unseen``) and
 loads the checkpoint's weights afterwards (fairseq/checkpoint_utils.py, load_model_ensemble_and_task:
 ``task.build_model`` then ``model.load_state_dict``).  So ``set_unseen`` must not edit weights in
-place: a loaded state would put the trained rows back.  Until 2026-11-25 (540a219) stpr / tpr_rnn zeroed their
-output rows Z in place, and every zero-shot figure read through fairseq used trained Z rows.
+place: a loaded state would put the trained rows back.  Before 540a219 (2026-11-25) stpr and
+tpr_rnn zeroed their output rows Z in place, and every zero-shot figure read through fairseq
+used the trained Z rows.
 
 Reference: the loaded weights with the unseen words' rows of every (V, ·) matrix (semantic
 embeddings, output rows) set to zero by hand, no ``set_unseen``; the paper's protocol written out."""
