@@ -29,7 +29,7 @@ from torch import nn
 
 from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      slot_layer_norm, symbolic_output_probs)
-from plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
+from plugins.models.qa_memnet import AnswerDecoder, _QAModel, fill_missing_fields, split_story
 
 
 @dataclass
@@ -277,12 +277,12 @@ class SymbolicTPRModel(_TPRModel):
 def tpr_rnn_babi(cfg):
     """TPR-RNN-Torch configs/config_1.json:3-6: E = 90, hidden 40, R = 20.  Its word embedding
     width is the vocabulary size (train.py:60); ours is --embed-dim (default 32)."""
-    pass  # the TPRConfig defaults are these sizes
+    fill_missing_fields(cfg, TPRConfig)   # the TPRConfig defaults are these sizes
 
 
 @register_model_architecture("stpr", "stpr_babi")
 def stpr_babi(cfg):
-    pass
+    fill_missing_fields(cfg, TPRConfig)
 
 
 @register_model_architecture("tpr_rnn", "tpr_rnn_small")
@@ -291,6 +291,7 @@ def tpr_rnn_small(cfg):
     cfg.embed_dim = 20
     cfg.hidden_dim = 20
     cfg.dropout = 0.5
+    fill_missing_fields(cfg, TPRConfig)
 
 
 @register_model_architecture("stpr", "stpr_small")
@@ -298,3 +299,4 @@ def stpr_small(cfg):
     cfg.embed_dim = 20
     cfg.hidden_dim = 20
     cfg.dropout = 0.5
+    fill_missing_fields(cfg, TPRConfig)
