@@ -1,7 +1,7 @@
 """Crafted entity-dropout masks on the original test set (scratch diagnostic): does the semantic
 path of an stpr trained with entity dropout handle a dropped answer when (a) only the answer word
 is dropped, (b) every room word of the story is dropped (test_rooms' situation)?"""
-import sys, torch
+import os, sys, torch
 from fairseq import checkpoint_utils
 import plugins
 import plugins.models.qa_tpr as qt
@@ -21,6 +21,10 @@ for ck in sys.argv[2:]:
     model = models[0]
     enc = model.encoder
     model.train(); enc.dropout.p = 0.0
+    if os.environ.get("IA") == "1":         # the dropped words' α read 1/2, as an unseen word's
+        from omegaconf import open_dict
+        with open_dict(enc.cfg):
+            enc.cfg.entity_dropout_init_alpha = True
     d = task.source_dictionary
     task.load_dataset("train"); tr = task.dataset("train")
     rooms = sorted({int(tr[i]["target"][0]) for i in range(len(tr))})
@@ -49,4 +53,4 @@ for ck in sys.argv[2:]:
                 st["mix"] += int(p.argmax(-1).ne(g).sum()); st["sem"] += int(cap["sem"].argmax(-1).ne(g).sum())
                 st["sym"] += int(cap["sym"].argmax(-1).ne(g).sum()); st["pg"] += float(cap["sem"].gather(1, g[:, None]).sum())
                 n += len(g)
-        print(f"{ck.split('/')[-4]}/{ck.split('/')[-2]} beta={beta:.3f} {SUB} drop={mode:17s} err mix={100*st['mix']/n:5.1f} sem={100*st['sem']/n:5.1f} sym={100*st['sym']/n:5.1f} p_sem(gold)={st['pg']/n:.3f}", flush=True)
+        print(f"{ck.split('/')[-4]}/{ck.split('/')[-2]} beta={beta:.3f} {SUB} ia={os.environ.get('IA', '0')} drop={mode:17s} err mix={100*st['mix']/n:5.1f} sem={100*st['sem']/n:5.1f} sym={100*st['sym']/n:5.1f} p_sem(gold)={st['pg']/n:.3f}", flush=True)
