@@ -24,8 +24,8 @@ first epochs) and random noise (--random-noise: train-time gaps in the temporal 
 schedule is --lr-scheduler memn2n_step (qa_memn2n_schedule.py).  See docs/qa.md.
 """
 
-import math
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Tuple
 
@@ -68,7 +68,7 @@ def fill_missing_fields(cfg, dc_cls) -> None:
     dataclass into a checkpoint's config: fairseq/models/__init__.py ``build_model`` merges only
     when the name is a model's, and otherwise just calls the preset (inside ``open_dict``).  So a
     checkpoint saved before an option existed builds with that option missing, and reading it
-    raises omegaconf's ConfigAttributeError.  Presets call this first."""
+    raises omegaconf's ConfigAttributeError.  Presets call this after setting their own values."""
     for f in dataclasses.fields(dc_cls):
         try:
             getattr(cfg, f.name)
