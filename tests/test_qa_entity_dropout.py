@@ -114,3 +114,52 @@ def test_init_alpha_equals_a_never_trained_word():
         ref = _probs(ref_model, src[b: b + 1])[0]
         torch.testing.assert_close(got[b], ref, rtol=0, atol=1e-12)
         assert (kept[b] - ref).abs().max() > 1e-4       # the learned α would give another answer
+
+
+def _naive_symbolic_sentences(enc, src):
+    """s_t's symbolic part written out word by word: Σ_j γ_j α_x e_φ(x) (eq. 13 with γ_j = 1)."""
+    from plugins.layers.symbolic import context_symbols
+    from plugins.models.qa_memnet import split_story
+
+    story, _ = split_story(src, enc.sent_end, enc.q_end, enc.pad, enc.eos)
+    sym = context_symbols(src, enc.ignore, enc.pad).first(enc.cfg.max_symbols)
+    out = torch.zeros(*story.shape[:2], sym.m, dtype=torch.float64)
+    for b in range(story.size(0)):
+        slot_of = {int(v): k for k, v in enumerate(sym.slot_vocab[b]) if sym.slot_mask[b, k]}
+        for t in range(story.size(1)):
+            for j, x in enumerate(story[b, t].tolist()):
+                if x in slot_of:
+                    alpha = torch.sigmoid(enc.A.alpha_logit[x]).double()
+                    out[b, t, slot_of[x]] += enc.sym_pos[j].double() * alpha
+    return out
+
+
+def _sentence_embeddings(enc, src):
+    from plugins.layers.symbolic import context_symbols, lookup_phi
+    from plugins.models.qa_memnet import split_story
+
+    story, _ = split_story(src, enc.sent_end, enc.q_end, enc.pad, enc.eos)
+    B, S, W = story.shape
+    sym = context_symbols(src, enc.ignore, enc.pad).first(enc.cfg.max_symbols)
+    phi = lookup_phi(story.view(B, S * W), sym).view(B, S, W)
+    return enc._embed(story, phi, sym.m)
+
+
+def test_symbolic_positions_weigh_each_word_by_its_position():
+    """--symbolic-positions (ours): the symbolic part of s_t is Σ_j γ_j α_x e_φ(x), checked against
+    a word-by-word loop; γ = 1 gives back the paper's model exactly."""
+    model, d = _build(SymbolicTPRModel, symbolic_positions=True)
+    enc = model.eval().encoder
+    src = encode(d, STORIES)
+    with torch.no_grad():
+        enc.sym_pos.copy_(torch.linspace(0.3, 2.0, enc.sym_pos.numel()))
+    sem, sym = _sentence_embeddings(enc, src)
+    torch.testing.assert_close(sym, _naive_symbolic_sentences(enc, src), rtol=0, atol=1e-12)
+    plain, _ = _build(SymbolicTPRModel)
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if k != "encoder.sym_pos"})
+    shifted = _probs(model, src)
+    with torch.no_grad():
+        enc.sym_pos.fill_(1.0)
+    torch.testing.assert_close(_probs(model, src), _probs(plain.eval(), src), rtol=0, atol=1e-12)
+    assert (shifted - _probs(model, src)).abs().max() > 1e-4          # γ reaches the answer
+    assert "encoder.sym_pos" not in plain.state_dict()                # off: the paper's parameters only

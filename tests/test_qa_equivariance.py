@@ -114,12 +114,12 @@ def test_padding_invariance_smn():
     torch.testing.assert_close(batched, alone, rtol=0, atol=1e-7)
 
 
-def _build_tpr(cls, seed=0):
+def _build_tpr(cls, seed=0, **cfg):
     from plugins.models.qa_tpr import TPRConfig
 
     torch.manual_seed(seed)
     d = make_dict()
-    model = cls.build_model(TPRConfig(embed_dim=6, hidden_dim=7, entity_dim=5, role_dim=4, max_words=8),
+    model = cls.build_model(TPRConfig(embed_dim=6, hidden_dim=7, entity_dim=5, role_dim=4, max_words=8, **cfg),
                             FakeTask(d)).eval()
     with torch.no_grad():
         for p in model.parameters():
@@ -143,6 +143,17 @@ def test_stpr_is_equivariant_and_baseline_ties():
     assert (p.max(-1).values - p.min(-1).values).max() < 1e-9
     torch.testing.assert_close(_answer_probs(model, d, STORIES)[1:], _answer_probs(model, d, STORIES[1:]),
                                rtol=0, atol=1e-6)
+
+
+def test_stpr_symbolic_positions_keep_equivariance():
+    """--symbolic-positions (ours) weighs symbols by position in the sentence, never by word."""
+    from plugins.models.qa_tpr import SymbolicTPRModel
+
+    model, d = _build_tpr(SymbolicTPRModel, symbolic_positions=True)
+    assert (model.encoder.sym_pos - 1.0).abs().min() > 1e-3           # off its init, per position
+    assert _equivariance_gap(model, d) < 1e-6
+    p = _answer_probs(model, d, STORIES)[:, [d.index(n) for n in NAMES]]
+    assert (p.max(-1).values - p.min(-1).values).max() > 1e-6
 
 
 def _shuffled_phi(monkeypatch, module, seed=3):

@@ -59,6 +59,11 @@ class TPRConfig(FairseqDataclass):
         "help": "stpr with --entity-dropout (ours): a dropped word's α also reads as its initial value "
                 "sigmoid(0) = 1/2, which is the α an unseen word has at test time (its logit never "
                 "gets a gradient); off: the dropped word keeps its learned α"})
+    symbolic_positions: bool = field(default=False, metadata={
+        "help": "stpr (ours, not the paper): weigh word j's symbolic part by a learned scalar γ_j "
+                "(init 1), s_t = Σ_j (A e_x ⊙ p_j) ⊕ (γ_j α_x e_φ(x)); the paper's symbolic part is "
+                "a bag of symbols (eq. 13), so with all entities new 'P went to the R' cannot tell P "
+                "from R. A scalar per position, not per word, keeps symbol-shift equivariance"})
 
 
 class _MLP(nn.Module):
@@ -140,6 +145,8 @@ class TPREncoder(FairseqEncoder):
         self.A = HybridEmbedding(V, d, padding_idx=self.pad)
         nn.init.uniform_(self.A.semantic.weight, -cfg.init_limit, cfg.init_limit)
         self.pos = nn.Parameter(torch.full((cfg.max_words, d), 1.0 / cfg.max_words))   # tpr_rnn.py:47-49
+        if symbolic and cfg.symbolic_positions:                                # γ_j (ours), off: eq. 13
+            self.sym_pos = nn.Parameter(torch.ones(cfg.max_words))
         E = d if symbolic else cfg.entity_dim
         R = d if symbolic else cfg.role_dim
         H, lam = cfg.hidden_dim, cfg.sym_lambda_init
@@ -194,7 +201,13 @@ class TPREncoder(FairseqEncoder):
             if self.symbolic and self.cfg.zero_unseen_alpha:
                 sym = sym.masked_fill(hit, 0.0)
         sem = (self.dropout(sem) * self.pos[:W]).view(*tokens.shape, -1).sum(-2)
-        sym = sym.view(*tokens.shape, -1).sum(-2) if self.symbolic else None
+        if self.symbolic:
+            sym = sym.view(*tokens.shape, -1)                                  # (..., W, m)
+            if self.cfg.symbolic_positions:
+                sym = sym * self.sym_pos[:W].unsqueeze(-1)                     # γ_j α_x e_φ(x)
+            sym = sym.sum(-2)
+        else:
+            sym = None
         return sem, sym
 
     def _ln(self, k, v, mask):
