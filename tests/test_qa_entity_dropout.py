@@ -9,6 +9,8 @@ import copy
 import pytest
 import torch
 
+from plugins.layers.symbolic import context_symbols, lookup_phi
+from plugins.models.qa_memnet import split_story
 from plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 
@@ -118,9 +120,6 @@ def test_init_alpha_equals_a_never_trained_word():
 
 def _naive_symbolic_sentences(enc, src):
     """s_t's symbolic part written out word by word: Σ_j γ_j α_x e_φ(x) (eq. 13 with γ_j = 1)."""
-    from plugins.layers.symbolic import context_symbols
-    from plugins.models.qa_memnet import split_story
-
     story, _ = split_story(src, enc.sent_end, enc.q_end, enc.pad, enc.eos)
     sym = context_symbols(src, enc.ignore, enc.pad).first(enc.cfg.max_symbols)
     out = torch.zeros(*story.shape[:2], sym.m, dtype=torch.float64)
@@ -135,9 +134,6 @@ def _naive_symbolic_sentences(enc, src):
 
 
 def _sentence_embeddings(enc, src):
-    from plugins.layers.symbolic import context_symbols, lookup_phi
-    from plugins.models.qa_memnet import split_story
-
     story, _ = split_story(src, enc.sent_end, enc.q_end, enc.pad, enc.eos)
     B, S, W = story.shape
     sym = context_symbols(src, enc.ignore, enc.pad).first(enc.cfg.max_symbols)

@@ -24,7 +24,6 @@ first epochs) and random noise (--random-noise: train-time gaps in the temporal 
 schedule is --lr-scheduler memn2n_step (qa_memn2n_schedule.py).  See docs/qa.md.
 """
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Tuple
@@ -38,6 +37,7 @@ from torch import Tensor, nn
 
 from plugins.layers.symbolic import (ContextSymbols, HybridEmbedding, context_symbols, lookup_phi,
                                      masked_slot_softmax, one_hot_phi, symbolic_output_probs)
+from plugins.models.config_defaults import fill_missing_fields
 
 
 @dataclass
@@ -59,22 +59,6 @@ class MemNetConfig(FairseqDataclass):
         "help": "random noise (RN, Sukhbaatar et al. 2015 Sec. 4.1): at train time only, leave up to "
                 "ceil(RN*n) empty slots at random among the temporal indices of a story of n sentences "
                 "(0: off; the *_babi presets: 0.1, as config_babi.m:19)"})
-
-
-def fill_missing_fields(cfg, dc_cls) -> None:
-    """Give ``cfg`` every field of the dataclass ``dc_cls`` that it lacks, at its default.
-
-    For an arch preset (``stpr_babi``, ``memnet_babi``...) fairseq does not merge the model's
-    dataclass into a checkpoint's config: fairseq/models/__init__.py ``build_model`` merges only
-    when the name is a model's, and otherwise just calls the preset (inside ``open_dict``).  So a
-    checkpoint saved before an option existed builds with that option missing, and reading it
-    raises omegaconf's ConfigAttributeError.  Presets call this after setting their own values."""
-    for f in dataclasses.fields(dc_cls):
-        try:
-            getattr(cfg, f.name)
-        except AttributeError:
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            setattr(cfg, f.name, default)
 
 
 def split_story(src: Tensor, sent_end: int, q_end: int, pad: int, eos: int) -> Tuple[Tensor, Tensor]:

@@ -29,7 +29,8 @@ from torch import nn
 
 from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      slot_layer_norm, symbolic_output_probs)
-from plugins.models.qa_memnet import AnswerDecoder, _QAModel, fill_missing_fields, split_story
+from plugins.models.config_defaults import fill_missing_fields
+from plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
 
 
 @dataclass

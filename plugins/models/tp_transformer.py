@@ -20,7 +20,6 @@ every token also carries a symbolic state s ∈ ℝ^m over the distinct words of
 p = β softmax(E^T z) + (1−β) B_φ softmax(s), fp32, from ``get_normalized_probs``.
 """
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -45,6 +44,7 @@ from plugins.layers.symbolic_transformer import (SlotLayerNorm, SymbolAlpha, Sym
                                                  SymbolicTPMultiheadAttention)
 from plugins.layers.tp_attention import TPMultiheadAttention
 from plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
+from plugins.models.config_defaults import fill_missing_fields
 from plugins.torch_compile import CompileConfig, call_eager, maybe_compile
 
 ROLE_INIT_CHOICES = ChoiceEnum(["xavier", "default"])
@@ -487,20 +487,7 @@ def tp_transformer_base(args):
     _set(args, "no_role_binding", False)
     _set(args, "no_embedding_role", False)
     _set(args, "untie_embeddings", False)
-    _set_remaining_defaults(args)
-
-
-def _set_remaining_defaults(args):
-    """Every other config field gets its dataclass default, as fairseq's own
-    ``base_architecture`` functions do, so ``task.build_model(Namespace)`` (older
-    scripts, argparse-era checkpoints) sees a complete config."""
-    for name, f in TPTransformerConfig.__dataclass_fields__.items():
-        if name.startswith("_") or hasattr(args, name):
-            continue
-        if f.default_factory is not dataclasses.MISSING:
-            setattr(args, name, f.default_factory())
-        elif f.default is not dataclasses.MISSING:
-            setattr(args, name, f.default)
+    fill_missing_fields(args, TPTransformerConfig)   # argparse-era checkpoints, older scripts
 
 
 @register_model_architecture("tp_transformer", "tp_transformer_math")
