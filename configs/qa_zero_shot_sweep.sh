@@ -3,7 +3,9 @@
 # original test and on the zero-shot test sets with unseen rooms / objects / people.
 #   configs/qa_zero_shot_sweep.sh OUT "memnet smn tpr_rnn stpr" "0 1 2" [MAX_UPDATE]
 # Environment: TASKS ("2 5"), STORIES (2000), LR, LR_PATIENCE, KINDS (zero-shot splits), EXTRA
-# (more fairseq-train options, e.g. "--entity-dropout 0.2"), TRAIN_ONLY.
+# (more fairseq-train options, e.g. "--entity-dropout 0.2"), TRAIN_ONLY, RESTORE (continue: the
+# OUT/ck of an earlier sweep; each run starts from that sweep's checkpoint_best.pt of the same
+# model, task and seed, with its optimiser, lr schedule and update count, up to MAX_UPDATE).
 # Data: `prepare qa --generate --tasks $TASKS --zero-shot rooms,objects,people`, $STORIES train
 # stories (2000 = 9,000 train + 1,000 valid questions, the size of bAbI 10k) and 200 test
 # stories (1,000 questions) per test set, generator seed 0.
@@ -38,7 +40,14 @@ for t in $TASKS; do for m in $MODELS; do for s in $SEEDS; do
     tpr_rnn|stpr) MODEL_ARGS=(--arch "${m}_babi" --adam-betas "(0.9,0.99)") ;;
     *) echo "qa_zero_shot_sweep.sh: unknown model '$m'" >&2; exit 2 ;;
   esac
-  qa_train "$data/bin/task$t" "$ck" "$s" "$MAXUP" "${MODEL_ARGS[@]}" ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}
+  RESTORE_ARGS=()
+  if [ -n "${RESTORE:-}" ]; then
+    from=$RESTORE/${m}_t${t}_s$s/checkpoint_best.pt
+    [ -f "$from" ] || { echo "qa_zero_shot_sweep.sh: RESTORE=$RESTORE has no $from" >&2; exit 2; }
+    RESTORE_ARGS=(--restore-file "$from")
+  fi
+  qa_train "$data/bin/task$t" "$ck" "$s" "$MAXUP" "${MODEL_ARGS[@]}" ${RESTORE_ARGS[@]+"${RESTORE_ARGS[@]}"} \
+      ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}
   for split in original $KINDS; do
     sub=test; [ "$split" = original ] || sub=test_$split
     RUNS+=(--run "model=$m,task=$t,seed=$s,split=$split,subset=$sub,ckpt=$ck/checkpoint_best.pt,data=$data/bin/task$t")
