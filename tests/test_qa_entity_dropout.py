@@ -38,8 +38,9 @@ def _probs(model, src):
 
 
 @pytest.mark.parametrize("cls", [SymbolicTPRModel, TPRRNNModel])
-def test_all_dropped_equals_the_zero_shot_path_per_example(cls):
-    model, d = _build(cls, entity_dropout=1.0)
+@pytest.mark.parametrize("rates", [dict(entity_dropout=1.0), dict(entity_dropout_story=1.0)])
+def test_all_dropped_equals_the_zero_shot_path_per_example(cls, rates):
+    model, d = _build(cls, **rates)
     src = encode(d, STORIES)
     got = _probs(model.train(), src)
     for b, text in enumerate(STORIES):
@@ -76,6 +77,38 @@ def test_mask_rate_and_support():
     assert model.eval().encoder.entity_dropout_mask(src) is None
 
 
+def test_story_dropout_drops_whole_examples():
+    """--entity-dropout-story q: an example has either every context word dropped (probability q)
+    or none of them; with --entity-dropout p as well, a word is dropped with probability
+    q + (1 - q) p.  Without it the mask is the per-word draw alone, from the same random stream."""
+    src = encode(make_dict(), STORIES * 200)
+    d = make_dict()
+    words = [{d.index(w) for w in t.split()} - {d.index(w) for w in SPECIAL} for t in STORIES * 200]
+    model, _ = _build(SymbolicTPRModel, entity_dropout_story=0.3)
+    drop = model.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(0))
+    full = 0
+    for b, w in enumerate(words):
+        got = set(drop[b].nonzero().flatten().tolist())
+        assert got in (set(), w), (b, got, w)
+        full += got == w
+    assert abs(full / len(words) - 0.3) < 0.06, full / len(words)
+    both, _ = _build(SymbolicTPRModel, entity_dropout=0.3, entity_dropout_story=0.3)
+    drop = both.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(1))
+    rate = drop.sum().item() / sum(len(w) for w in words)
+    assert abs(rate - (0.3 + 0.7 * 0.3)) < 0.04, rate
+    # off: exactly u < p on the slots, u the generator's first (B, m) draw
+    # (two batches in a row, so a draw added after u would show in the second)
+    per_word, _ = _build(SymbolicTPRModel, entity_dropout=0.3)
+    g, ref = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+    slots = context_symbols(src, per_word.encoder.ignore, per_word.encoder.pad)
+    for _ in range(2):
+        drop = per_word.train().encoder.entity_dropout_mask(src, generator=g)
+        u = torch.rand(slots.slot_vocab.shape, generator=ref)
+        want = (u < 0.3) & slots.slot_mask
+        for b in range(len(words)):
+            assert set(drop[b].nonzero().flatten().tolist()) == set(slots.slot_vocab[b][want[b]].tolist())
+
+
 def test_beta_init_and_freeze():
     d = make_dict()
     src = encode(d, STORIES)
@@ -94,8 +127,10 @@ def test_beta_init_and_freeze():
 
 
 def test_bad_entity_dropout_is_named():
-    with pytest.raises(ValueError, match="--entity-dropout"):
+    with pytest.raises(ValueError, match="--entity-dropout must"):
         _build(SymbolicTPRModel, entity_dropout=1.5)
+    with pytest.raises(ValueError, match="--entity-dropout-story must"):
+        _build(SymbolicTPRModel, entity_dropout_story=-0.1)
 
 
 def test_init_alpha_equals_a_never_trained_word():

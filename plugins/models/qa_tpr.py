@@ -56,6 +56,10 @@ class TPRConfig(FairseqDataclass):
         "help": "training only (ours): per example, every word of the context is treated as unseen "
                 "with this probability: its semantic embedding and its output logit read as zero, "
                 "as the zero-shot test does for words absent from train (docs/qa.md, issue 23)"})
+    entity_dropout_story: float = field(default=0.0, metadata={
+        "help": "training only (ours): per example, with this probability every context word is "
+                "treated as unseen at once (the all-new zero-shot test), on top of --entity-dropout's "
+                "per-word draws; alone it also turns the dropout path on (docs/qa.md, issue 23)"})
     entity_dropout_init_alpha: bool = field(default=False, metadata={
         "help": "stpr with --entity-dropout (ours): a dropped word's α also reads as its initial value "
                 "sigmoid(0) = 1/2, which is the α an unseen word has at test time (its logit never "
@@ -159,8 +163,9 @@ class TPREncoder(FairseqEncoder):
         self.Z = nn.Linear(E, V, bias=False)                                   # trained (unlike .data)
         if symbolic:
             self.beta_logit = nn.Parameter(torch.tensor(float(cfg.beta_init)), requires_grad=not cfg.freeze_beta)
-        if not 0.0 <= cfg.entity_dropout <= 1.0:
-            raise ValueError(f"--entity-dropout must be in [0, 1], got {cfg.entity_dropout}")
+        for name in ("entity_dropout", "entity_dropout_story"):
+            if not 0.0 <= getattr(cfg, name) <= 1.0:
+                raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(cfg, name)}")
         self.dropout = nn.Dropout(cfg.dropout)
 
     def set_unseen(self, ids):
@@ -171,20 +176,25 @@ class TPREncoder(FairseqEncoder):
         self.A.set_unseen(ids, zero_alpha=self.cfg.zero_unseen_alpha)
 
     def _dropping(self) -> bool:
-        return self.training and self.cfg.entity_dropout > 0.0
+        return self.training and (self.cfg.entity_dropout > 0.0 or self.cfg.entity_dropout_story > 0.0)
 
     def entity_dropout_mask(self, src_tokens, generator=None, slots=None):
         """(B, V) bool: the words treated as unseen in each example of this training batch.
         Every distinct context word (pad, eos, bos, '.', '?' excepted) is picked independently
-        with probability --entity-dropout; None when off or in eval mode.  ``slots``: the
+        with probability --entity-dropout, and every one of them at once with probability
+        --entity-dropout-story; None when off or in eval mode.  ``slots``: the
         uncapped ``context_symbols`` of ``src_tokens`` if the caller has them already."""
         if not self._dropping():
             return None
         p = self.cfg.entity_dropout
         if slots is None:
             slots = context_symbols(src_tokens, self.ignore, self.pad)           # (B, m)
-        u = torch.rand(slots.slot_vocab.shape, generator=generator, device=src_tokens.device)
-        b, j = ((u < p) & slots.slot_mask).nonzero(as_tuple=True)
+        u = torch.rand(slots.slot_vocab.shape, generator=generator, device=src_tokens.device)   # (B, m)
+        picked = u < p
+        if self.cfg.entity_dropout_story > 0.0:       # drawn only when on: runs without it keep their RNG stream
+            whole = torch.rand(slots.slot_vocab.size(0), 1, generator=generator, device=src_tokens.device)  # (B, 1)
+            picked = picked | (whole < self.cfg.entity_dropout_story)
+        b, j = (picked & slots.slot_mask).nonzero(as_tuple=True)
         drop = torch.zeros(src_tokens.size(0), len(self.dictionary), dtype=torch.bool, device=src_tokens.device)
         drop[b, slots.slot_vocab[b, j]] = True
         return drop
