@@ -87,10 +87,9 @@ def _fix_beta(model, beta: str, ckpt: str) -> None:
             p.fill_(logit)
 
 
-def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 256,
-                 beta: str = None) -> Dict[str, float]:
-    """% wrong answers of ``ckpt`` on ``data``/``subset`` (argmax at the answer step);
-    ``beta``: evaluate with the output mixture weight fixed (a diagnostic, see the module doc)."""
+def answers(ckpt: str, data: str, subset: str = "test", batch_size: int = 256, beta: str = None):
+    """Yield ``(task, sample, pred, gold)`` batch by batch: ``ckpt``'s argmax answer (B,) and the
+    gold answer (B,) on ``data``/``subset``; ``beta`` as in :func:`answer_error`."""
     import torch
     from fairseq import checkpoint_utils
 
@@ -106,16 +105,22 @@ def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 2
         _fix_beta(model, beta, ckpt)
     task.load_dataset(subset)
     ds = task.dataset(subset)
-    wrong = total = 0
     with torch.no_grad():
         for start in range(0, len(ds), batch_size):
             sample = ds.collater([ds[i] for i in range(start, min(len(ds), start + batch_size))])
-            net = sample["net_input"]
-            out = model(**net)
+            out = model(**sample["net_input"])
             pred = model.get_normalized_probs(out, log_probs=True)[:, 0].argmax(-1)
-            gold = sample["target"][:, 0]
-            wrong += int(pred.ne(gold).sum())
-            total += gold.numel()
+            yield task, sample, pred, sample["target"][:, 0]
+
+
+def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 256,
+                 beta: str = None) -> Dict[str, float]:
+    """% wrong answers of ``ckpt`` on ``data``/``subset`` (argmax at the answer step);
+    ``beta``: evaluate with the output mixture weight fixed (a diagnostic, see the module doc)."""
+    wrong = total = 0
+    for _, _, pred, gold in answers(ckpt, data, subset, batch_size, beta):
+        wrong += int(pred.ne(gold).sum())
+        total += gold.numel()
     if total == 0:
         raise UserError(f"{data}: subset {subset} is empty")
     return {"error": 100.0 * wrong / total, "questions": total}

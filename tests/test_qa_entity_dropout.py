@@ -81,8 +81,8 @@ def test_story_dropout_drops_whole_examples():
     """--entity-dropout-story q: an example has either every context word dropped (probability q)
     or none of them; with --entity-dropout p as well, a word is dropped with probability
     q + (1 - q) p.  Without it the mask is the per-word draw alone, from the same random stream."""
-    src = encode(make_dict(), STORIES * 200)
     d = make_dict()
+    src = encode(d, STORIES * 200)
     words = [{d.index(w) for w in t.split()} - {d.index(w) for w in SPECIAL} for t in STORIES * 200]
     model, _ = _build(SymbolicTPRModel, entity_dropout_story=0.3)
     drop = model.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(0))
