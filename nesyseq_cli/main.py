@@ -35,6 +35,7 @@ COMMANDS = {
     ("evaluate", "wmt"): ("evaluations.wmt_eval", "decode a translation checkpoint; sacrebleu BLEU and chrF"),
     ("analyze", "roles"): ("evaluations.roles", "k-means clusters of TP-Transformer role vectors (Fig. 3)"),
     ("prepare", "qa"): ("data_prep.qa_cli", "bAbI folder or bAbI-style generator -> fairseq data for --task babi_qa"),
+    ("prepare", "qa-zero-shot"): ("data_prep.qa_zero_shot", "the paper's zero-shot test files: bAbI test files with unseen rooms / objects / people"),
     ("evaluate", "qa"): ("evaluations.qa_eval", "answer error of babi_qa checkpoints: table, CSV, PNGs"),
     ("quickstart", None): ("nesyseq_cli.quickstart", "small end-to-end Mathematics Dataset run"),
     ("launch", None): ("slurm.launcher", "run an experiment's stages as SLURM (or local) jobs"),

@@ -1,0 +1,142 @@
+"""``nesyseq prepare qa-zero-shot``: the paper's zero-shot test files made from bAbI test files.
+
+    nesyseq prepare qa-zero-shot --babi-file tasks_1-20_v1-2/en-10k/qa2_two-supporting-facts_test.txt \
+        --kinds rooms,objects,people,all --out data/babi_zero_shot
+
+Table 2 of the symbol-shift paper (section "Zero-shot entities", Fig. 5): "we leave the training
+dataset unchanged but perturb the test dataset by introducing unseen entities. Precisely, we
+replace the 6 rooms present in the task (kitchen, bedroom, office, garden, hallway, bathroom) by
+kitchenette, guest-room, open-space, entry, terrace, toilet only in the test set [...] unseen
+people and objects in the test set with the same procedure".  So each kind is a word-for-word
+renaming of the test file: statements, questions and answers; line ids and supporting facts
+unchanged.  The room map pairs the two lists of the paper in the order it gives them; the paper
+names no replacement objects or people, so those words are ours (``REPLACEMENTS``).  ``all``
+(ours) renames the three kinds at once.
+
+Writes ``OUT/{stem}_{kind}.txt`` per kind (a kind none of whose words occurs in the file, e.g.
+objects in task 1, is skipped with a note; none at all is an error) and ``OUT/zero_shot_map.json`` (the word map used),
+atomically.  Evaluate a checkpoint on them with ``nesyseq evaluate qa --checkpoint CK
+--babi-file OUT/...`` (no retraining; unseen words get zero semantic rows).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from typing import Dict, List, Sequence
+
+from nesyseq_common.errors import UserError
+
+# The entities of the bAbI tasks (tasks_1-20_v1-2, en and en-10k; tasks 1-3 and 5 use these).
+# rooms: the paper's list, its order; objects and people: every object / person of tasks 1-3, 5.
+BABI_ENTITIES: Dict[str, List[str]] = {
+    "rooms": ["kitchen", "bedroom", "office", "garden", "hallway", "bathroom"],
+    "objects": ["apple", "football", "milk"],
+    "people": ["mary", "john", "sandra", "daniel", "fred", "bill", "jeff"],
+}
+# rooms: the paper's replacements in its order; objects and people: ours (the paper gives none).
+REPLACEMENTS: Dict[str, List[str]] = {
+    "rooms": ["kitchenette", "guest-room", "open-space", "entry", "terrace", "toilet"],
+    "objects": ["lantern", "compass", "teapot"],
+    "people": ["wilhelmina", "quentin", "ottilie", "bartholomew", "cornelius", "ignatius", "leopold"],
+}
+KINDS = ("rooms", "objects", "people", "all")
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z-]*")
+
+
+def word_map(kind: str) -> Dict[str, str]:
+    """Lower-case entity -> lower-case replacement for ``kind`` (``all``: the three maps)."""
+    if kind not in KINDS:
+        raise UserError(f"--kinds: unknown kind {kind!r}; choose from {', '.join(KINDS)}")
+    kinds = ("rooms", "objects", "people") if kind == "all" else (kind,)
+    return {old: new for k in kinds for old, new in zip(BABI_ENTITIES[k], REPLACEMENTS[k])}
+
+
+def _same_case(new: str, old: str) -> str:
+    return new[:1].upper() + new[1:] if old[:1].isupper() else new
+
+
+def rename_lines(lines: Sequence[str], mapping: Dict[str, str], path: str = "<string>") -> List[str]:
+    """Rename every whole word of ``lines`` found in ``mapping`` (case-insensitive; a capitalised
+    word stays capitalised).  Only the text after the line id changes; tabs and ids are kept."""
+    targets = set(mapping.values())
+    out = []
+    for lineno, line in enumerate(lines, 1):
+        head, sep, rest = line.partition(" ")
+        for m in _WORD.finditer(rest):
+            if m.group(0).lower() in targets:
+                raise UserError(f"{path}:{lineno}: already holds {m.group(0)!r}, a replacement word; "
+                                "the renamed entities would not be unseen")
+        rest = _WORD.sub(lambda m: _same_case(mapping[m.group(0).lower()], m.group(0))
+                         if m.group(0).lower() in mapping else m.group(0), rest)
+        out.append(head + sep + rest)
+    return out
+
+
+def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
+    """Write ``out/{stem}_{kind}.txt`` for each kind; returns the paths."""
+    from data_prep.math_generate import atomic_write_bytes
+    from data_prep.qa_babi import parse_babi_lines
+
+    try:
+        with open(babi_file, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        raise UserError(f"{babi_file}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{babi_file}: not UTF-8 text ({exc.reason})") from None
+    parse_babi_lines(lines, babi_file, None)        # a malformed input names its file:line here
+    words = {m.group(0).lower() for line in lines for m in _WORD.finditer(line.partition(" ")[2])}
+    stem = os.path.splitext(os.path.basename(babi_file))[0]
+    os.makedirs(out, exist_ok=True)
+    paths, maps = [], {}
+    for kind in kinds:
+        mapping = word_map(kind)
+        present = {old: new for old, new in mapping.items() if old in words}
+        if not present:            # e.g. objects in task 1: that split would equal the original
+            print(f"{babi_file}: no {kind} split: none of {', '.join(sorted(mapping))} occurs in it",
+                  file=sys.stderr)
+            continue
+        renamed = rename_lines(lines, mapping, babi_file)   # any replacement word already there is refused
+        path = os.path.join(out, f"{stem}_{kind}.txt")
+        atomic_write_bytes(path, ("\n".join(renamed) + "\n").encode("utf-8"))
+        paths.append(path)
+        maps[kind] = present
+    if not paths:
+        raise UserError(f"{babi_file}: none of the bAbI entities of --kinds {','.join(kinds)} occurs in it; "
+                        "nothing to rename")
+    map_path = os.path.join(out, "zero_shot_map.json")
+    old = {}
+    if os.path.exists(map_path):
+        with open(map_path, encoding="utf-8") as f:
+            old = json.load(f)
+    old[stem] = maps
+    atomic_write_bytes(map_path, (json.dumps(old, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    return paths
+
+
+def _kinds(text: str) -> List[str]:
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown kind(s) {', '.join(bad) or repr(text)}: "
+                                         f"choose from {', '.join(KINDS)}")
+    return kinds
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--babi-file", action="append", required=True, metavar="FILE",
+                        help="a bAbI-format test file (repeatable)")
+    parser.add_argument("--kinds", type=_kinds, default=list(KINDS), metavar="KIND[,KIND...]",
+                        help="rooms, objects, people (paper Table 2), all (ours: the three at once)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+
+
+def run(args) -> int:
+    for babi_file in args.babi_file:
+        for path in make_zero_shot(babi_file, args.kinds, args.out):
+            print(path)
+    return 0
