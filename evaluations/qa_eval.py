@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=256, help="questions per forward pass")
     ext = parser.add_argument_group("a trained checkpoint on bAbI-format files it never saw "
                                     "(evaluations/qa_external.py; no prepare qa, no retraining)")
-    ext.add_argument("--checkpoint", metavar="CKPT", help="babi_qa checkpoint")
+    ext.add_argument("--checkpoint", action="append", metavar="CKPT",
+                     help="babi_qa checkpoint (repeatable: e.g. one per seed; mean ± std per file)")
     ext.add_argument("--babi-file", action="append", metavar="FILE", help="bAbI-format file (repeatable)")
     ext.add_argument("--data", metavar="BIN", help="folder with the training dict.src.txt (default: the "
                      "checkpoint's training data folder)")

@@ -146,18 +146,32 @@ def evaluate_babi_file(ckpt: str, babi_file: str, data: Optional[str] = None, me
             "unseen_words": sorted({w for w in content if w in unseen})}
 
 
+def external_table(results: List[Dict]) -> str:
+    """One row per file: error % (mean ± population std over the checkpoints, as ``evaluate qa
+    --run``), each checkpoint's error, and the unseen-word counts (the first checkpoint's
+    dictionary; checkpoints trained on the same data share it)."""
+    from evaluations.qa_eval import aggregate
+
+    agg = aggregate([{"file": r["file"], "error": r["error"]} for r in results], ["file"])
+    lines = ["| file | questions | error % | per checkpoint | unseen types | unseen tokens |",
+             "|---|---|---|---|---|---|"]
+    for f in dict.fromkeys(r["file"] for r in results):
+        rs = [r for r in results if r["file"] == f]
+        a, r = agg[(f,)], rs[0]
+        err = f"{a['mean']:.2f}" if a["n"] == 1 else f"{a['mean']:.2f} ± {a['std']:.2f} (n={a['n']})"
+        lines.append(f"| {f} | {r['questions']} | {err} | {' / '.join('%.1f' % x['error'] for x in rs)} "
+                     f"| {r['unseen_types']} / {r['types']} | {r['unseen_tokens']} / {r['tokens']} |")
+    return "\n".join(lines) + "\n"
+
+
 def run_external(args) -> int:
     if not args.checkpoint:
         raise UserError("--babi-file needs --checkpoint")
-    results = [evaluate_babi_file(args.checkpoint, f, args.data, args.memory_size, args.batch_size)
-               for f in args.babi_file]
-    lines = ["| file | questions | error % | unseen types | unseen tokens |", "|---|---|---|---|---|"]
-    for r in results:
-        lines.append(f"| {r['file']} | {r['questions']} | {r['error']:.2f} | {r['unseen_types']} / {r['types']} "
-                     f"| {r['unseen_tokens']} / {r['tokens']} |")
-    text = "\n".join(lines) + "\n"
+    results = [evaluate_babi_file(ck, f, args.data, args.memory_size, args.batch_size)
+               for ck in args.checkpoint for f in args.babi_file]
+    text = external_table(results)
     print(text, end="")
-    for r in results:
+    for r in results[:len(args.babi_file)]:
         print(f"{r['file']}: words unseen in training: {' '.join(r['unseen_words']) or '(none)'}")
     if args.out:
         out = Path(args.out)
@@ -167,4 +181,3 @@ def run_external(args) -> int:
         print(out / "qa_external.md")
         print(out / "qa_external.json")
     return 0
-

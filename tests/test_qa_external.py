@@ -144,10 +144,26 @@ def test_malformed_file_names_file_and_line(trained):
 def test_command_line(trained, tmp_path):
     ckpt, data = trained
     out = _run([sys.executable, "-m", "nesyseq_cli.main", "evaluate", "qa", "--checkpoint", ckpt,
-                "--babi-file", FIXTURE, "--data", data, "--out", tmp_path / "rep"])
-    assert "unseen types" in out and "zorba" in out
+                "--checkpoint", ckpt, "--babi-file", FIXTURE, "--data", data, "--out", tmp_path / "rep"])
+    assert "unseen types" in out and "zorba" in out and "(n=2)" in out
     assert (tmp_path / "rep" / "qa_external.json").is_file()
     p = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "evaluate", "qa", "--checkpoint", str(ckpt),
                         "--babi-file", str(MALFORMED), "--data", str(data)], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert p.returncode != 0 and "malformed_missing_tab.txt:4" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_table_over_several_checkpoints_gives_mean_and_std_per_file():
+    from evaluations.qa_external import external_table
+
+    def res(f, ck, err):
+        return {"file": f, "checkpoint": ck, "questions": 10, "error": err, "unseen_types": 2, "types": 9,
+                "unseen_tokens": 5, "tokens": 40}
+
+    text = external_table([res("a.txt", "s0", 1.0), res("b.txt", "s0", 30.0),
+                           res("a.txt", "s1", 4.0), res("b.txt", "s1", 30.0)])
+    rows = text.splitlines()[2:]
+    # by hand: a: (1 + 4) / 2 = 2.5, population std 1.5; b: 30, std 0
+    assert rows == ["| a.txt | 10 | 2.50 ± 1.50 (n=2) | 1.0 / 4.0 | 2 / 9 | 5 / 40 |",
+                    "| b.txt | 10 | 30.00 ± 0.00 (n=2) | 30.0 / 30.0 | 2 / 9 | 5 / 40 |"]
+    assert external_table([res("a.txt", "s0", 1.0)]).splitlines()[2].startswith("| a.txt | 10 | 1.00 | 1.0 |")
