@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--valid-fraction", type=float, default=0.1, help="train held out for early stopping")
     parser.add_argument("--seed", type=int, default=0, help="generator and held-out split seed")
     parser.add_argument("--num-names", type=int, default=4, help="generator: distinct names (10..10000 for Fig. 1)")
-    parser.add_argument("--zero-shot", type=_kinds, default=None, metavar="KIND[,KIND...]",
+    parser.add_argument("--zero-shot", type=zero_shot_kinds, default=None, metavar="KIND[,KIND...]",
                         help="generator: add a test split test_KIND per kind (rooms, objects, people) "
                              "whose rooms/objects/people are unseen in training (Table 2); 'all': "
                              "rooms, objects and people unseen at once (ours)")
@@ -44,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test-stories", type=int, default=200, help="generator: stories in test")
 
 
-def _kinds(text):
+def zero_shot_kinds(text):
+    """argparse type: comma-separated zero-shot kinds (also `prepare qa-zero-shot --kinds`)."""
     from data_prep.qa_generate import ZERO_SHOT
 
     kinds = [k.strip() for k in text.split(",") if k.strip()]

@@ -42,7 +42,7 @@ REPLACEMENTS: Dict[str, List[str]] = {
     "objects": ["lantern", "compass", "teapot"],
     "people": ["wilhelmina", "quentin", "ottilie", "bartholomew", "cornelius", "ignatius", "leopold"],
 }
-KINDS = ("rooms", "objects", "people", "all")
+KINDS = ("rooms", "objects", "people", "all")   # the generator's --zero-shot kinds (qa_generate.ZERO_SHOT)
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z-]*")
 
@@ -118,19 +118,12 @@ def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
     return paths
 
 
-def _kinds(text: str) -> List[str]:
-    kinds = [k.strip() for k in text.split(",") if k.strip()]
-    bad = [k for k in kinds if k not in KINDS]
-    if bad or not kinds:
-        raise argparse.ArgumentTypeError(f"unknown kind(s) {', '.join(bad) or repr(text)}: "
-                                         f"choose from {', '.join(KINDS)}")
-    return kinds
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--babi-file", action="append", required=True, metavar="FILE",
                         help="a bAbI-format test file (repeatable)")
-    parser.add_argument("--kinds", type=_kinds, default=list(KINDS), metavar="KIND[,KIND...]",
+    from data_prep.qa_cli import zero_shot_kinds
+
+    parser.add_argument("--kinds", type=zero_shot_kinds, default=list(KINDS), metavar="KIND[,KIND...]",
                         help="rooms, objects, people (paper Table 2), all (ours: the three at once)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
 
