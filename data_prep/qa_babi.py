@@ -122,14 +122,19 @@ def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
     return examples
 
 
-def parse_babi_file(path: str, memory_size: Optional[int] = 50) -> List[QAExample]:
+def read_babi_lines(path: str) -> List[str]:
+    """The lines of a bAbI-format file; a missing or non-UTF-8 file is a one-line error."""
     try:
         with open(path, encoding="utf-8") as f:
-            return parse_babi_lines(f, path, memory_size)
+            return f.read().splitlines()
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
+
+
+def parse_babi_file(path: str, memory_size: Optional[int] = 50) -> List[QAExample]:
+    return parse_babi_lines(read_babi_lines(path), path, memory_size)
 
 
 _SCHEME_1K = re.compile(r"^qa(\d+)_([A-Za-z0-9-]+)_(train|test)\.txt$")

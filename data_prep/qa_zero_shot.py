@@ -79,15 +79,9 @@ def rename_lines(lines: Sequence[str], mapping: Dict[str, str], path: str = "<st
 def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
     """Write ``out/{stem}_{kind}.txt`` for each kind; returns the paths."""
     from data_prep.math_generate import atomic_write_bytes
-    from data_prep.qa_babi import parse_babi_lines
+    from data_prep.qa_babi import parse_babi_lines, read_babi_lines
 
-    try:
-        with open(babi_file, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        raise UserError(f"{babi_file}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{babi_file}: not UTF-8 text ({exc.reason})") from None
+    lines = read_babi_lines(babi_file)
     parse_babi_lines(lines, babi_file, None)        # a malformed input names its file:line here
     words = {m.group(0).lower() for line in lines for m in _WORD.finditer(line.partition(" ")[2])}
     stem = os.path.splitext(os.path.basename(babi_file))[0]
@@ -119,10 +113,10 @@ def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--babi-file", action="append", required=True, metavar="FILE",
-                        help="a bAbI-format test file (repeatable)")
     from data_prep.qa_cli import zero_shot_kinds
 
+    parser.add_argument("--babi-file", action="append", required=True, metavar="FILE",
+                        help="a bAbI-format test file (repeatable)")
     parser.add_argument("--kinds", type=zero_shot_kinds, default=list(KINDS), metavar="KIND[,KIND...]",
                         help="rooms, objects, people (paper Table 2), all (ours: the three at once)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
