@@ -10,6 +10,9 @@
 # default 10 here (3 there). EXTRA: more fairseq-train options for stpr; default our zero-shot
 # recipe (entity dropout 0.2 + init-alpha, symbolic positions, story dropout 0.3; all ours,
 # docs/qa.md); EXTRA="" trains the paper's stpr. memnet / smn / tpr_rnn get no EXTRA.
+# RESTORE: continue an earlier OUT: each run starts from RESTORE/ck/MODEL_tTASK_sSEED/checkpoint_best.pt
+# (its weights, optimiser, lr schedule and update count) and trains on up to MAX_UPDATE; the
+# dictionary must be the one that run was trained with (checked).
 # Writes OUT/report/MODEL/qa_external.{md,json}: per file, mean ± std over the seeds.
 set -euo pipefail
 BABI=$1; OUT=$2; MODELS=${3:-stpr}; SEEDS=${4:-"0 1 2"}; TASK=${5:-2}; MAXUP=${6:-32000}
@@ -26,6 +29,11 @@ if [ ! -f "$data/.done" ]; then
   $PY -m nesyseq_cli.main prepare qa --source "$BABI" --out "$data" --tasks "$TASK" --seed 0 >/dev/null
   touch "$data/.done"
 fi
+if [ -n "${RESTORE:-}" ]; then
+  cmp -s "$RESTORE/data/bin/task$TASK/dict.src.txt" "$data/bin/task$TASK/dict.src.txt" || {
+    echo "qa_babi_table2.sh: RESTORE=$RESTORE was trained with another dictionary than $data/bin/task$TASK/dict.src.txt" >&2
+    exit 2; }
+fi
 test_file=$(ls "$BABI"/qa"${TASK}"_*_test.txt)
 $PY -m nesyseq_cli.main prepare qa-zero-shot --babi-file "$test_file" --out "$OUT/zero_shot" >/dev/null
 mkdir -p "$OUT/ck"
@@ -39,7 +47,14 @@ for m in $MODELS; do
   CKS=()
   for s in $SEEDS; do
     ck=$OUT/ck/${m}_t${TASK}_s$s
-    qa_train "$data/bin/task$TASK" "$ck" "$s" "$MAXUP" "${MODEL_ARGS[@]}" ${M_EXTRA[@]+"${M_EXTRA[@]}"}
+    RESTORE_ARGS=()
+    if [ -n "${RESTORE:-}" ]; then
+      from=$RESTORE/ck/${m}_t${TASK}_s$s/checkpoint_best.pt
+      [ -f "$from" ] || { echo "qa_babi_table2.sh: RESTORE=$RESTORE has no $from" >&2; exit 2; }
+      RESTORE_ARGS=(--restore-file "$from")
+    fi
+    qa_train "$data/bin/task$TASK" "$ck" "$s" "$MAXUP" "${MODEL_ARGS[@]}" ${RESTORE_ARGS[@]+"${RESTORE_ARGS[@]}"} \
+        ${M_EXTRA[@]+"${M_EXTRA[@]}"}
     CKS+=(--checkpoint "$ck/checkpoint_best.pt")
   done
   FILES=(--babi-file "$test_file")
