@@ -109,6 +109,36 @@ def test_story_dropout_drops_whole_examples():
             assert set(drop[b].nonzero().flatten().tolist()) == set(slots.slot_vocab[b][want[b]].tolist())
 
 
+def test_random_rate_spreads_the_number_of_dropped_words():
+    """--entity-dropout-random-rate R: per example r ~ U(0, R), each word dropped with probability
+    max(P, r).  With P = 0 and R = 1 the number k of the n distinct words dropped is uniform on
+    0..n (a Beta(1, 1)-binomial), so training sees several new words at once as often as one;
+    with P = 0.3 the mean rate is E max(0.3, r) = 0.3 * 0.3 + (1 - 0.09) / 2 = 0.545."""
+    d = make_dict()
+    src = encode(d, STORIES * 2000)
+    words = [{d.index(w) for w in t.split()} - {d.index(w) for w in SPECIAL} for t in STORIES * 2000]
+    model, _ = _build(SymbolicTPRModel, entity_dropout_random_rate=1.0)
+    drop = model.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(0))
+    n = len(words[0])
+    counts = torch.zeros(n + 1)
+    for b in range(0, len(words), len(STORIES)):                # the first story, 2000 times
+        assert set(drop[b].nonzero().flatten().tolist()) <= words[b]
+        counts[int(drop[b].sum())] += 1
+    freq = counts / counts.sum()
+    assert (freq - 1.0 / (n + 1)).abs().max() < 0.03, freq     # a fixed rate would be binomial
+    both, _ = _build(SymbolicTPRModel, entity_dropout=0.3, entity_dropout_random_rate=1.0)
+    drop = both.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(1))
+    rate = drop.sum().item() / sum(len(w) for w in words)
+    assert abs(rate - 0.545) < 0.02, rate
+    # drawn after u and the story draw: with the same stream it only adds to the story-only mask
+    story, _ = _build(SymbolicTPRModel, entity_dropout_story=0.3)
+    story_r, _ = _build(SymbolicTPRModel, entity_dropout_story=0.3, entity_dropout_random_rate=0.5)
+    a = story.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(2))
+    b = story_r.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(2))
+    assert bool((a & ~b).sum() == 0) and b.sum() > a.sum()
+    assert model.eval().encoder.entity_dropout_mask(src) is None
+
+
 def test_beta_init_and_freeze():
     d = make_dict()
     src = encode(d, STORIES)
@@ -131,6 +161,8 @@ def test_bad_entity_dropout_is_named():
         _build(SymbolicTPRModel, entity_dropout=1.5)
     with pytest.raises(ValueError, match="--entity-dropout-story must"):
         _build(SymbolicTPRModel, entity_dropout_story=-0.1)
+    with pytest.raises(ValueError, match="--entity-dropout-random-rate must"):
+        _build(SymbolicTPRModel, entity_dropout_random_rate=1.2)
 
 
 def test_init_alpha_equals_a_never_trained_word():

@@ -60,6 +60,11 @@ class TPRConfig(FairseqDataclass):
         "help": "training only (ours): per example, with this probability every context word is "
                 "treated as unseen at once (the all-new zero-shot test), on top of --entity-dropout's "
                 "per-word draws; alone it also turns the dropout path on (docs/qa.md, issue 23)"})
+    entity_dropout_random_rate: float = field(default=0.0, metadata={
+        "help": "training only (ours): per example, a rate r ~ U(0, R) is drawn and each context word "
+                "is treated as unseen with probability max(--entity-dropout, r), so training sees "
+                "every number of new words at once, not mostly 0-1 (P) or all (story); alone it "
+                "also turns the dropout path on (docs/qa.md, issue 23)"})
     entity_dropout_init_alpha: bool = field(default=False, metadata={
         "help": "stpr with --entity-dropout (ours): a dropped word's α also reads as its initial value "
                 "sigmoid(0) = 1/2, which is the α an unseen word has at test time (its logit never "
@@ -163,7 +168,7 @@ class TPREncoder(FairseqEncoder):
         self.Z = nn.Linear(E, V, bias=False)                                   # trained (unlike .data)
         if symbolic:
             self.beta_logit = nn.Parameter(torch.tensor(float(cfg.beta_init)), requires_grad=not cfg.freeze_beta)
-        for name in ("entity_dropout", "entity_dropout_story"):
+        for name in ("entity_dropout", "entity_dropout_story", "entity_dropout_random_rate"):
             if not 0.0 <= getattr(cfg, name) <= 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(cfg, name)}")
         self.dropout = nn.Dropout(cfg.dropout)
@@ -176,13 +181,15 @@ class TPREncoder(FairseqEncoder):
         self.A.set_unseen(ids, zero_alpha=self.cfg.zero_unseen_alpha)
 
     def _dropping(self) -> bool:
-        return self.training and (self.cfg.entity_dropout > 0.0 or self.cfg.entity_dropout_story > 0.0)
+        cfg = self.cfg
+        return self.training and max(cfg.entity_dropout, cfg.entity_dropout_story, cfg.entity_dropout_random_rate) > 0.0
 
     def entity_dropout_mask(self, src_tokens, generator=None, slots=None):
         """(B, V) bool: the words treated as unseen in each example of this training batch.
         Every distinct context word (pad, eos, bos, '.', '?' excepted) is picked independently
-        with probability --entity-dropout, and every one of them at once with probability
-        --entity-dropout-story; None when off or in eval mode.  ``slots``: the
+        with probability max(P, r), P = --entity-dropout and r ~ U(0, --entity-dropout-random-rate)
+        drawn per example (r = 0 when that is off), and every one of them at once with
+        probability --entity-dropout-story; None when off or in eval mode.  ``slots``: the
         uncapped ``context_symbols`` of ``src_tokens`` if the caller has them already."""
         if not self._dropping():
             return None
@@ -190,9 +197,16 @@ class TPREncoder(FairseqEncoder):
         if slots is None:
             slots = context_symbols(src_tokens, self.ignore, self.pad)           # (B, m)
         u = torch.rand(slots.slot_vocab.shape, generator=generator, device=src_tokens.device)   # (B, m)
-        picked = u < p
+        B = slots.slot_vocab.size(0)
+        whole = None
         if self.cfg.entity_dropout_story > 0.0:       # drawn only when on: runs without it keep their RNG stream
-            whole = torch.rand(slots.slot_vocab.size(0), 1, generator=generator, device=src_tokens.device)  # (B, 1)
+            whole = torch.rand(B, 1, generator=generator, device=src_tokens.device)             # (B, 1)
+        rate = torch.full((B, 1), p, device=src_tokens.device)                                  # (B, 1)
+        if self.cfg.entity_dropout_random_rate > 0.0:  # likewise drawn only when on, after the others
+            r = torch.rand(B, 1, generator=generator, device=src_tokens.device) * self.cfg.entity_dropout_random_rate
+            rate = torch.maximum(rate, r)
+        picked = u < rate
+        if whole is not None:
             picked = picked | (whole < self.cfg.entity_dropout_story)
         b, j = (picked & slots.slot_mask).nonzero(as_tuple=True)
         drop = torch.zeros(src_tokens.size(0), len(self.dictionary), dtype=torch.bool, device=src_tokens.device)
