@@ -12,7 +12,9 @@
 # docs/qa.md); EXTRA="" trains the paper's stpr. memnet / smn / tpr_rnn get no EXTRA.
 # RESTORE: continue an earlier OUT: each run starts from RESTORE/ck/MODEL_tTASK_sSEED/checkpoint_best.pt
 # (its weights, optimiser, lr schedule and update count) and trains on up to MAX_UPDATE; the
-# dictionary must be the one that run was trained with (checked).
+# dictionary must be the one that run was trained with (checked). fairseq writes checkpoint_best
+# only when the valid loss beats the restored run's best, so a continuation that never does
+# leaves no checkpoint and the script stops with that message.
 # Writes OUT/report/MODEL/qa_external.{md,json}: per file, mean ± std over the seeds.
 set -euo pipefail
 BABI=$1; OUT=$2; MODELS=${3:-stpr}; SEEDS=${4:-"0 1 2"}; TASK=${5:-2}; MAXUP=${6:-32000}
@@ -55,6 +57,9 @@ for m in $MODELS; do
     fi
     qa_train "$data/bin/task$TASK" "$ck" "$s" "$MAXUP" "${MODEL_ARGS[@]}" ${RESTORE_ARGS[@]+"${RESTORE_ARGS[@]}"} \
         ${M_EXTRA[@]+"${M_EXTRA[@]}"}
+    [ -f "$ck/checkpoint_best.pt" ] || {   # fairseq saves a best only when the valid loss beats the restored one
+      echo "qa_babi_table2.sh: $ck has no checkpoint_best.pt: training failed or, with RESTORE, never beat the restored run's best valid loss (see $ck.log)" >&2
+      exit 1; }
     CKS+=(--checkpoint "$ck/checkpoint_best.pt")
   done
   FILES=(--babi-file "$test_file")
