@@ -28,11 +28,11 @@ import argparse
 import csv
 import io
 import statistics
-from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List
 
 from data_prep.math_generate import atomic_write_bytes
+from evaluations.seed_stats import aggregate
 from nesyseq_common.errors import UserError
 
 REQUIRED = ("model", "task", "seed", "ckpt", "data")
@@ -125,14 +125,6 @@ def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 2
     if total == 0:
         raise UserError(f"{data}: subset {subset} is empty")
     return {"error": 100.0 * wrong / total, "questions": total}
-
-
-def aggregate(rows: List[Dict[str, str]], keys) -> Dict[tuple, Dict[str, float]]:
-    groups = defaultdict(list)
-    for r in rows:
-        groups[tuple(r.get(k, "") for k in keys)].append(float(r["error"]))
-    return {k: {"mean": statistics.fmean(v), "std": statistics.pstdev(v) if len(v) > 1 else 0.0, "n": len(v)}
-            for k, v in groups.items()}
 
 
 def _task_key(t: str):

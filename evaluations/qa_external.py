@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from data_prep.math_generate import atomic_write_bytes
+from evaluations.seed_stats import aggregate
 from nesyseq_common.errors import UserError
 
 
@@ -150,15 +151,13 @@ def external_table(results: List[Dict]) -> str:
     """One row per file: error % (mean ± population std over the checkpoints, as ``evaluate qa
     --run`` aggregates seeds), each checkpoint's error, and the unseen-word counts (the first checkpoint's
     dictionary; checkpoints trained on the same data share it)."""
-    import statistics                 # not qa_eval.aggregate: qa_eval imports this module
-
+    agg = aggregate([{"file": r["file"], "error": r["error"]} for r in results], ["file"])
     lines = ["| file | questions | error % | per checkpoint | unseen types | unseen tokens |",
              "|---|---|---|---|---|---|"]
     for f in dict.fromkeys(r["file"] for r in results):
         rs = [r for r in results if r["file"] == f]
-        errs, r = [x["error"] for x in rs], rs[0]
-        mean = statistics.fmean(errs)
-        err = f"{mean:.2f}" if len(errs) == 1 else f"{mean:.2f} ± {statistics.pstdev(errs):.2f} (n={len(errs)})"
+        a, r = agg[(f,)], rs[0]
+        err = f"{a['mean']:.2f}" if a["n"] == 1 else f"{a['mean']:.2f} ± {a['std']:.2f} (n={a['n']})"
         lines.append(f"| {f} | {r['questions']} | {err} | {' / '.join('%.1f' % x['error'] for x in rs)} "
                      f"| {r['unseen_types']} / {r['types']} | {r['unseen_tokens']} / {r['tokens']} |")
     return "\n".join(lines) + "\n"
