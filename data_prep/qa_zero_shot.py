@@ -27,6 +27,7 @@ import re
 import sys
 from typing import Dict, List, Sequence
 
+from data_prep.qa_generate import ZERO_SHOT
 from nesyseq_common.errors import UserError
 
 # The entities of the bAbI tasks (tasks_1-20_v1-2, en and en-10k; tasks 1-3 and 5 use these).
@@ -42,7 +43,7 @@ REPLACEMENTS: Dict[str, List[str]] = {
     "objects": ["lantern", "compass", "teapot"],
     "people": ["wilhelmina", "quentin", "ottilie", "bartholomew", "cornelius", "ignatius", "leopold"],
 }
-KINDS = ("rooms", "objects", "people", "all")   # the generator's --zero-shot kinds (qa_generate.ZERO_SHOT)
+KINDS = ZERO_SHOT   # the generator's --zero-shot kinds: rooms, objects, people, all
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z-]*")
 

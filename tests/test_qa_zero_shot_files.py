@@ -152,10 +152,3 @@ def test_renamed_words_are_new_to_a_dictionary_of_the_original(tmp_path):
     before, after = set(tokenize(TASK2)), set(tokenize(out.read_text()))
     assert after - before == {"wilhelmina", "quentin", "ottilie", "bartholomew", "guest-room", "kitchenette",
                               "terrace", "open-space", "teapot", "compass"}
-
-
-def test_kinds_are_the_generators():
-    from data_prep.qa_generate import ZERO_SHOT
-    from data_prep.qa_zero_shot import KINDS
-
-    assert KINDS == ZERO_SHOT     # one --kinds parser (data_prep.qa_cli.zero_shot_kinds) serves both
