@@ -32,6 +32,9 @@ if [ ! -f "$data/.done" ]; then
   touch "$data/.done"
 fi
 if [ -n "${RESTORE:-}" ]; then
+  [ -f "$RESTORE/data/bin/task$TASK/dict.src.txt" ] || {
+    echo "qa_babi_table2.sh: RESTORE=$RESTORE has no data/bin/task$TASK/dict.src.txt (not an OUT of this script for task $TASK)" >&2
+    exit 2; }
   cmp -s "$RESTORE/data/bin/task$TASK/dict.src.txt" "$data/bin/task$TASK/dict.src.txt" || {
     echo "qa_babi_table2.sh: RESTORE=$RESTORE was trained with another dictionary than $data/bin/task$TASK/dict.src.txt" >&2
     exit 2; }
@@ -50,11 +53,7 @@ for m in $MODELS; do
   for s in $SEEDS; do
     ck=$OUT/ck/${m}_t${TASK}_s$s
     RESTORE_ARGS=()
-    if [ -n "${RESTORE:-}" ]; then
-      from=$RESTORE/ck/${m}_t${TASK}_s$s/checkpoint_best.pt
-      [ -f "$from" ] || { echo "qa_babi_table2.sh: RESTORE=$RESTORE has no $from" >&2; exit 2; }
-      RESTORE_ARGS=(--restore-file "$from")
-    fi
+    [ -z "${RESTORE:-}" ] || qa_restore_args "$RESTORE/ck/${m}_t${TASK}_s$s/checkpoint_best.pt" qa_babi_table2.sh
     qa_train "$data/bin/task$TASK" "$ck" "$s" "$MAXUP" "${MODEL_ARGS[@]}" ${RESTORE_ARGS[@]+"${RESTORE_ARGS[@]}"} \
         ${M_EXTRA[@]+"${M_EXTRA[@]}"}
     [ -f "$ck/checkpoint_best.pt" ] || {   # fairseq saves a best only when the valid loss beats the restored one

@@ -13,3 +13,10 @@ qa_train() {
       --no-epoch-checkpoints --no-last-checkpoints --num-workers 0 --cpu --seed "$seed" \
       --log-format simple --log-interval 1000 > "$ck.log" 2>&1
 }
+
+# qa_restore_args CKPT CALLER: RESTORE_ARGS=(--restore-file CKPT) to continue an earlier run
+# (its weights, optimiser, lr schedule and update count); a missing CKPT is an error naming it.
+qa_restore_args() {
+  [ -f "$1" ] || { echo "$2: RESTORE=$RESTORE has no $1" >&2; exit 2; }
+  RESTORE_ARGS=(--restore-file "$1")
+}

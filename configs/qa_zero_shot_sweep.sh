@@ -41,11 +41,7 @@ for t in $TASKS; do for m in $MODELS; do for s in $SEEDS; do
     *) echo "qa_zero_shot_sweep.sh: unknown model '$m'" >&2; exit 2 ;;
   esac
   RESTORE_ARGS=()
-  if [ -n "${RESTORE:-}" ]; then
-    from=$RESTORE/${m}_t${t}_s$s/checkpoint_best.pt
-    [ -f "$from" ] || { echo "qa_zero_shot_sweep.sh: RESTORE=$RESTORE has no $from" >&2; exit 2; }
-    RESTORE_ARGS=(--restore-file "$from")
-  fi
+  [ -z "${RESTORE:-}" ] || qa_restore_args "$RESTORE/${m}_t${t}_s$s/checkpoint_best.pt" qa_zero_shot_sweep.sh
   qa_train "$data/bin/task$t" "$ck" "$s" "$MAXUP" "${MODEL_ARGS[@]}" ${RESTORE_ARGS[@]+"${RESTORE_ARGS[@]}"} \
       ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}
   for split in original $KINDS; do
