@@ -139,6 +139,45 @@ def test_random_rate_spreads_the_number_of_dropped_words():
     assert model.eval().encoder.entity_dropout_mask(src) is None
 
 
+ENTITY_WORDS = "mary,john,kitchen,garden,nobody"   # "nobody" is not in the dictionary: skipped
+
+
+@pytest.mark.parametrize("cls", [SymbolicTPRModel, TPRRNNModel])
+def test_entity_words_story_dropout_equals_the_all_new_entities_test(cls):
+    """--entity-dropout-words W with story dropout 1: training mode equals eval mode after
+    set_unseen(the example's context words that are in W), i.e. the all-new test where the
+    entities are new and the verbs and function words are known."""
+    model, d = _build(cls, entity_dropout_story=1.0, entity_dropout_words=ENTITY_WORDS)
+    listed = {d.index(w) for w in ENTITY_WORDS.split(",")} - {d.unk()}
+    src = encode(d, STORIES)
+    got = _probs(model.train(), src)
+    for b, text in enumerate(STORIES):
+        new = sorted({d.index(w) for w in text.split()} & listed)
+        assert new, text
+        ref_model = copy.deepcopy(model).eval()
+        ref_model.encoder.set_unseen(new)
+        torch.testing.assert_close(got[b], _probs(ref_model, src[b: b + 1])[0], rtol=0, atol=1e-12)
+        every = copy.deepcopy(model).eval()                # not the unrestricted story dropout
+        every.encoder.set_unseen(sorted({d.index(w) for w in text.split()} - {d.index(w) for w in SPECIAL}))
+        assert (got[b] - _probs(every, src[b: b + 1])[0]).abs().max() > 1e-3
+
+
+def test_entity_words_keep_the_same_draws_on_the_listed_words_only():
+    d = make_dict()
+    src = encode(d, STORIES * 200)
+    listed = torch.zeros(len(d), dtype=torch.bool)
+    listed[[d.index(w) for w in ENTITY_WORDS.split(",") if d.index(w) != d.unk()]] = True
+    for rates in (dict(entity_dropout=0.3, entity_dropout_story=0.3), dict(entity_dropout_random_rate=1.0)):
+        every, _ = _build(SymbolicTPRModel, **rates)
+        only, _ = _build(SymbolicTPRModel, entity_dropout_words=ENTITY_WORDS, **rates)
+        a = every.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(3))
+        b = only.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(3))
+        assert torch.equal(b, a & listed)
+        assert b.any() and (a & ~listed).any()
+    with pytest.raises(ValueError, match="--entity-dropout-words: none of"):
+        _build(SymbolicTPRModel, entity_dropout=0.2, entity_dropout_words="nobody, , zzz")
+
+
 def test_beta_init_and_freeze():
     d = make_dict()
     src = encode(d, STORIES)

@@ -20,6 +20,7 @@ semantic part only) and tanh; its LN normalises the semantic part with LayerNorm
 symbolic part over real slots only (``slot_layer_norm``); p_j multiplies the semantic part
 only; story and question share A, α and p.
 """
+import logging
 from dataclasses import dataclass, field
 
 import torch
@@ -31,6 +32,8 @@ from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_sy
                                      slot_layer_norm, symbolic_output_probs)
 from plugins.models.config_defaults import fill_missing_fields
 from plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -65,6 +68,13 @@ class TPRConfig(FairseqDataclass):
                 "is treated as unseen with probability max(--entity-dropout, r), so training sees "
                 "every number of new words at once, not mostly 0-1 (P) or all (story); alone it "
                 "also turns the dropout path on (docs/qa.md, issue 23)"})
+    entity_dropout_words: str = field(default="", metadata={
+        "help": "training only (ours): comma-separated dictionary words that entity dropout may "
+                "pick (e.g. the task's people, rooms and objects); the per-word, story and "
+                "random-rate draws are made as without it and then kept only on these words, so "
+                "story dropout shows exactly the all-new test (entities new, verbs and function "
+                "words known). Empty: every context word, as before. Listed words absent from the "
+                "dictionary are skipped; none present is an error (docs/qa.md, issue 23)"})
     entity_dropout_init_alpha: bool = field(default=False, metadata={
         "help": "stpr with --entity-dropout (ours): a dropped word's α also reads as its initial value "
                 "sigmoid(0) = 1/2, which is the α an unseen word has at test time (its logit never "
@@ -144,6 +154,25 @@ class DenseTPR:
         self.F = dF if self.F is None else self.F + dF
 
 
+def _droppable_words(words: str, dictionary):
+    """--entity-dropout-words as a (V,) bool mask over ``dictionary``; None when empty."""
+    listed = [w.strip() for w in (words or "").split(",") if w.strip()]
+    if not listed:
+        return None
+    ids = [dictionary.index(w) for w in listed]
+    found = [i for i in ids if i != dictionary.unk()]
+    if not found:
+        raise ValueError(f"--entity-dropout-words: none of {listed} is in the dictionary "
+                         f"({len(dictionary)} words); give words of the training data")
+    mask = torch.zeros(len(dictionary), dtype=torch.bool)
+    mask[found] = True
+    missing = [w for w, i in zip(listed, ids) if i == dictionary.unk()]
+    if missing:
+        logger.info("--entity-dropout-words: %d of %d listed words are not in the dictionary, skipped: %s",
+                    len(missing), len(listed), ", ".join(missing))
+    return mask
+
+
 class TPREncoder(FairseqEncoder):
     def __init__(self, cfg, dictionary, symbolic):
         super().__init__(dictionary)
@@ -172,6 +201,9 @@ class TPREncoder(FairseqEncoder):
             if not 0.0 <= getattr(cfg, name) <= 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(cfg, name)}")
         self.dropout = nn.Dropout(cfg.dropout)
+        # (V,) bool: the words entity dropout may pick; None = every context word.  Rebuilt from
+        # the config at every build (not saved), so a dictionary extended at test time is fine.
+        self.droppable = _droppable_words(getattr(cfg, "entity_dropout_words", ""), dictionary)
 
     def set_unseen(self, ids):
         """Words unseen in training: zero semantic embedding (A) and output (Z) rows, the paper's
@@ -208,7 +240,10 @@ class TPREncoder(FairseqEncoder):
         picked = u < rate
         if whole is not None:
             picked = picked | (whole < self.cfg.entity_dropout_story)
-        b, j = (picked & slots.slot_mask).nonzero(as_tuple=True)
+        picked = picked & slots.slot_mask
+        if self.droppable is not None:                 # same draws, kept on the listed words only
+            picked = picked & self.droppable.to(src_tokens.device)[slots.slot_vocab]
+        b, j = picked.nonzero(as_tuple=True)
         drop = torch.zeros(src_tokens.size(0), len(self.dictionary), dtype=torch.bool, device=src_tokens.device)
         drop[b, slots.slot_vocab[b, j]] = True
         return drop
