@@ -8,8 +8,10 @@
 # Training: the set-up of configs/qa_zero_shot_sweep.sh (configs/qa_train.sh: batch 32, Adam
 # lr 1e-3, clip 5, plateau halving, checkpoint_best on 10% of train held out), LR_PATIENCE
 # default 10 here (3 there). EXTRA: more fairseq-train options for stpr; default our zero-shot
-# recipe (entity dropout 0.2 + init-alpha, symbolic positions, story dropout 0.3; all ours,
-# docs/qa.md); EXTRA="" trains the paper's stpr. memnet / smn / tpr_rnn get no EXTRA.
+# recipe (entity dropout 0.2 + init-alpha, symbolic positions, story dropout 0.3, the dropout
+# kept on ENTITY_WORDS; all ours, docs/qa.md); EXTRA="" trains the paper's stpr. memnet / smn /
+# tpr_rnn get no EXTRA. ENTITY_WORDS: comma-separated words entity dropout may pick (default
+# bAbI's people, rooms and objects, data_prep/qa_zero_shot.py; ENTITY_WORDS="": every word).
 # RESTORE: continue an earlier OUT: each run starts from RESTORE/ck/MODEL_tTASK_sSEED/checkpoint_best.pt
 # (its weights, optimiser, lr schedule and update count) and trains on up to MAX_UPDATE; the
 # dictionary must be the one that run was trained with (checked). fairseq writes checkpoint_best
@@ -19,11 +21,12 @@
 set -euo pipefail
 BABI=$1; OUT=$2; MODELS=${3:-stpr}; SEEDS=${4:-"0 1 2"}; TASK=${5:-2}; MAXUP=${6:-32000}
 LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-10}
-EXTRA=${EXTRA-"--entity-dropout 0.2 --entity-dropout-init-alpha --symbolic-positions --entity-dropout-story 0.3"}
-read -r -a EXTRA_ARGS <<< "$EXTRA"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
+ENTITY_WORDS=${ENTITY_WORDS-$(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_words; print(entity_words())")}
+EXTRA=${EXTRA-"--entity-dropout 0.2 --entity-dropout-init-alpha --symbolic-positions --entity-dropout-story 0.3${ENTITY_WORDS:+ --entity-dropout-words $ENTITY_WORDS}"}
+read -r -a EXTRA_ARGS <<< "$EXTRA"
 # shellcheck source=configs/qa_train.sh
 source "$HERE/configs/qa_train.sh"
 data=$OUT/data

@@ -48,6 +48,12 @@ KINDS = ZERO_SHOT   # the generator's --zero-shot kinds: rooms, objects, people,
 _WORD = re.compile(r"[A-Za-z][A-Za-z-]*")
 
 
+def entity_words() -> str:
+    """bAbI's people, rooms and objects as ``--entity-dropout-words`` reads them (stpr / tpr_rnn:
+    entity dropout then picks only these words, so story dropout shows the all-new test)."""
+    return ",".join(w for k in ("people", "rooms", "objects") for w in BABI_ENTITIES[k])
+
+
 def word_map(kind: str) -> Dict[str, str]:
     """Lower-case entity -> lower-case replacement for ``kind`` (``all``: the three maps)."""
     if kind not in KINDS:
