@@ -203,7 +203,8 @@ class TPREncoder(FairseqEncoder):
         self.dropout = nn.Dropout(cfg.dropout)
         # (V,) bool: the words entity dropout may pick; None = every context word.  Rebuilt from
         # the config at every build (not saved), so a dictionary extended at test time is fine.
-        self.droppable = _droppable_words(getattr(cfg, "entity_dropout_words", ""), dictionary)
+        self.register_buffer("droppable", _droppable_words(getattr(cfg, "entity_dropout_words", ""), dictionary),
+                             persistent=False)
 
     def set_unseen(self, ids):
         """Words unseen in training: zero semantic embedding (A) and output (Z) rows, the paper's
@@ -242,7 +243,7 @@ class TPREncoder(FairseqEncoder):
             picked = picked | (whole < self.cfg.entity_dropout_story)
         picked = picked & slots.slot_mask
         if self.droppable is not None:                 # same draws, kept on the listed words only
-            picked = picked & self.droppable.to(src_tokens.device)[slots.slot_vocab]
+            picked = picked & self.droppable[slots.slot_vocab]
         b, j = picked.nonzero(as_tuple=True)
         drop = torch.zeros(src_tokens.size(0), len(self.dictionary), dtype=torch.bool, device=src_tokens.device)
         drop[b, slots.slot_vocab[b, j]] = True
