@@ -24,8 +24,10 @@ LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-10}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
-ENTITY_WORDS=${ENTITY_WORDS-$(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_words; print(entity_words())")}
-EXTRA=${EXTRA-"--entity-dropout 0.2 --entity-dropout-init-alpha --symbolic-positions --entity-dropout-story 0.3${ENTITY_WORDS:+ --entity-dropout-words $ENTITY_WORDS}"}
+if [ -z "${EXTRA+set}" ]; then   # the default recipe; the word list is looked up only for it
+  ENTITY_WORDS=${ENTITY_WORDS-$(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_words; print(entity_words())")}
+  EXTRA="--entity-dropout 0.2 --entity-dropout-init-alpha --symbolic-positions --entity-dropout-story 0.3${ENTITY_WORDS:+ --entity-dropout-words $ENTITY_WORDS}"
+fi
 read -r -a EXTRA_ARGS <<< "$EXTRA"
 # shellcheck source=configs/qa_train.sh
 source "$HERE/configs/qa_train.sh"
