@@ -103,6 +103,27 @@ def test_transformer_presets_symbolic_are_equivariant(arch):
     assert name_spread(model, d) > 1e-4
 
 
+def test_symbolic_score_init_sets_lambda_q_of_every_attention():
+    """--symbolic-score-init is the init of λ_q in every symbolic attention (encoder self,
+    decoder self and cross); the rest of the init is unchanged, and the default is 1."""
+    def lam_q(**flags):
+        torch.manual_seed(0)
+        args = argparse.Namespace(arch="tp_transformer_tiny", **BOTH, **flags)
+        models.ARCH_CONFIG_REGISTRY["tp_transformer_tiny"](args)
+        fields = TPTransformerConfig.__dataclass_fields__
+        cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+        model = TPTransformerModel.build_model(cfg, FakeTask(make_dict()))
+        mods = [m for m in model.modules() if hasattr(m, "sym_lam_q")]
+        assert len(mods) == 3 * len(model.encoder.layers)      # 2 + 2 layers: 2 + 2 × 2
+        return torch.cat([m.sym_lam_q for m in mods]), torch.cat([m.sym_lam_o for m in mods])
+
+    default_q, default_o = lam_q()
+    zero_q, zero_o = lam_q(symbolic_score_init=0.0)
+    quarter_q, _ = lam_q(symbolic_score_init=0.25)
+    assert (default_q == 1).all() and (zero_q == 0).all() and (quarter_q == 0.25).all()
+    assert torch.equal(default_o, zero_o)
+
+
 def test_baseline_ties_names_exactly_symbolic_does_not():
     base, d = build()
     assert name_spread(base, d) < 1e-12
@@ -276,7 +297,8 @@ def test_fp16_half_model_returns_fp32_probabilities():
     torch.testing.assert_close(lp.exp().sum(-1), torch.ones(2, 4))
 
 
-def naive_symbolic_attention(mod, z, s, slot_mask, memory=None, memory_s=None, key_pad=None, causal=False):
+def naive_symbolic_attention(mod, z, s, slot_mask, memory=None, memory_s=None, key_pad=None, causal=False,
+                             bias=None):
     """The attention of plugins/layers/symbolic_transformer.py written out head by head."""
     d, H, dk = mod.embed_dim, mod.num_heads, mod.head_dim
     (Wq, Wr, Wk, Wv), (bq, br, bk, bv) = projection_weights(mod)
@@ -294,6 +316,8 @@ def naive_symbolic_attention(mod, z, s, slot_mask, memory=None, memory_s=None, k
         k, v = memory @ Wk[sl].T + bk[sl], memory @ Wv[sl].T + bv[sl]
         q_sym = (mod.sym_lam_q[h] * s + mod.sym_gamma_q[h] * s.sum(-1, keepdim=True)) * real
         score = (torch.einsum("btk,bsk->bts", q, k) + torch.einsum("btm,bsm->bts", q_sym, memory_s)) / dk ** 0.5
+        if bias is not None:
+            score = score + bias[:, h]
         if key_pad is not None:
             score = score.masked_fill(key_pad[:, None, :], float("-inf"))
         if causal:

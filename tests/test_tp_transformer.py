@@ -47,8 +47,9 @@ def projection_weights(mod: TPMultiheadAttention):
     return (Wq, Wr, Wk, Wv), (bq, br, bk, bv)
 
 
-def naive_tp_attention(mod: TPMultiheadAttention, z, memory=None, pad=None, causal=False):
-    """Eqs. 3-6 written out head by head with einsum, from the module's weights."""
+def naive_tp_attention(mod: TPMultiheadAttention, z, memory=None, pad=None, causal=False, bias=None):
+    """Eqs. 3-6 written out head by head with einsum, from the module's weights; ``bias``
+    (B|1, H, T, S) is added to the scores (relative positions)."""
     d, H, dk = mod.embed_dim, mod.num_heads, mod.head_dim
     (Wq, Wr, Wk, Wv), (bq, br, bk, bv) = projection_weights(mod)
     if mod.self_attention:
@@ -63,6 +64,8 @@ def naive_tp_attention(mod: TPMultiheadAttention, z, memory=None, pad=None, caus
         k = torch.einsum("bsd,kd->bsk", memory, Wk[sl]) + bk[sl]
         v = torch.einsum("bsd,kd->bsk", memory, Wv[sl]) + bv[sl]
         scores = torch.einsum("btk,bsk->bts", q, k) / math.sqrt(dk)  # eq. 5
+        if bias is not None:
+            scores = scores + bias[:, h]
         if pad is not None:
             scores = scores.masked_fill(pad[:, None, :], float("-inf"))
         if causal:

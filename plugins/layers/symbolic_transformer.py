@@ -9,6 +9,7 @@ our extension, built only from maps that commute with a permutation of the slots
   input       s_0 = α_x e_φ(x)                                       (hybrid embedding, eq. 2)
   attention   per head h, query t, key i:
                 score  = (q^h_t · k^h_i + s_tᵀ (λ^h_q I + γ^h_q 11ᵀ) s_i) / sqrt(d_k)
+                         (+ b^h[bucket(i − t)] with --encoder-relative-buckets, encoder only)
                 a^h_ti = softmax_i(score)          (one softmax: both parts share the weights)
                 vbar^h_t     = Σ_i a^h_ti v^h_i                      (semantic, as before)
                 vbar_sym^h_t = Σ_i a^h_ti s_i                        (the tokens' symbolic states)
@@ -21,7 +22,8 @@ our extension, built only from maps that commute with a permutation of the slots
 
 There are no semantic↔symbolic cross terms in any linear map; the two parts meet only in
 the attention weights (a sum over slots, which no slot permutation changes).  Init:
-λ = 1, γ = 0 everywhere except λ^h_o = 1/H (the mean over heads), g = 1.
+λ = 1, γ = 0 everywhere except λ^h_o = 1/H (the mean over heads), g = 1, and λ^h_q =
+``--symbolic-score-init`` (default 1).
 """
 from __future__ import annotations
 
@@ -101,10 +103,10 @@ class SymbolicTPMultiheadAttention(TPMultiheadAttention):
     shared attention weights and both value sums.  The incremental cache stores [k ; s] and
     [v ; s], so beam search reorders the symbolic keys/values with the semantic ones."""
 
-    def __init__(self, embed_dim: int, num_heads: int, **kwargs):
+    def __init__(self, embed_dim: int, num_heads: int, score_init: float = 1.0, **kwargs):
         super().__init__(embed_dim, num_heads, **kwargs)
         H = num_heads
-        self.sym_lam_q = nn.Parameter(torch.ones(H))
+        self.sym_lam_q = nn.Parameter(torch.full((H,), float(score_init)))
         self.sym_gamma_q = nn.Parameter(torch.zeros(H))
         self.sym_lam_o = nn.Parameter(torch.full((H,), 1.0 / H))
         self.sym_gamma_o = nn.Parameter(torch.zeros(H))
@@ -116,7 +118,7 @@ class SymbolicTPMultiheadAttention(TPMultiheadAttention):
     def forward(self, query: Tensor, query_sym: Tensor, slot_mask: Tensor,  # (B,Tq,d) (B,Tq,m) (B,m)
                 memory: Optional[Tensor] = None, memory_sym: Optional[Tensor] = None,  # (B,Tk,d) (B,Tk,m)
                 key_padding_mask: Optional[Tensor] = None, causal: bool = False,
-                incremental_state=None):
+                incremental_state=None, attn_bias: Optional[Tensor] = None):  # (1|B, H, Tq, Tk)
         B, Tq, d = query.shape
         H, dk, m = self.num_heads, self.head_dim, query_sym.size(-1)
         saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
@@ -131,6 +133,7 @@ class SymbolicTPMultiheadAttention(TPMultiheadAttention):
         q, r, k, v = self._project(query, memory, incremental_state, saved, keys_values, query_sym, memory_sym)
         q = torch.cat([self._heads(q), q_sym.to(q.dtype)], -1)              # (B, H, Tq, dk+m)
         attn_mask, is_causal = self._attention_mask(key_padding_mask, causal, Tq, k.size(2), query.device)
+        attn_mask = self._add_bias(attn_mask, is_causal, attn_bias, q.dtype)
         both = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal,
             dropout_p=self.dropout if self.training else 0.0, scale=1.0 / math.sqrt(dk))

@@ -107,6 +107,7 @@ class TPMultiheadAttention(nn.Module):
         causal: bool = False,
         incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
         return_roles: bool = False,
+        attn_bias: Optional[Tensor] = None,  # (1|B, H, Tq, Tk) added to the scores
     ):
         B, Tq, d = query.shape
         saved = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
@@ -114,6 +115,7 @@ class TPMultiheadAttention(nn.Module):
         q, r, k, v = self._project(query, memory, incremental_state, saved, heads)
         q = self._heads(q)                                                # (B, H, Tq, d_k)
         attn_mask, is_causal = self._attention_mask(key_padding_mask, causal, Tq, k.size(2), query.device)
+        attn_mask = self._add_bias(attn_mask, is_causal, attn_bias, q.dtype)
         # filler vbar^h_t = sum_i alpha^{h,i}_t v^h_i                      (B, H, Tq, d_k)
         vbar = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal,
@@ -174,6 +176,20 @@ class TPMultiheadAttention(nn.Module):
             else:
                 attn_mask = attn_mask & torch.ones(Tq, Tk, dtype=torch.bool, device=device).tril()
         return attn_mask, is_causal
+
+    @staticmethod
+    def _add_bias(attn_mask, is_causal, attn_bias, dtype):
+        """A float score bias (relative positions) joined with the boolean mask: masked
+        entries become −inf.  Only for attention without the causal shortcut."""
+        if attn_bias is None:
+            return attn_mask
+        if is_causal:
+            raise ValueError("a score bias is only supported for non-causal attention")
+        attn_bias = attn_bias.to(dtype)
+        if attn_mask is None:
+            return attn_bias
+        return torch.where(attn_mask, attn_bias, torch.full((), float("-inf"), dtype=dtype,
+                                                            device=attn_bias.device))
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         saved = self._get_input_buffer(incremental_state)

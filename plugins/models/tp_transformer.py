@@ -21,6 +21,7 @@ p = β softmax(E^T z) + (1−β) B_φ softmax(s), fp32, from ``get_normalized_pr
 """
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Dict, List, Optional
 
 import torch
@@ -42,6 +43,7 @@ from plugins.layers.symbolic import (ContextSymbols, context_symbols, lookup_phi
                                      symbolic_output_probs)
 from plugins.layers.symbolic_transformer import (SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
                                                  SymbolicTPMultiheadAttention)
+from plugins.layers.relative_position import RelativePositionBias
 from plugins.layers.tp_attention import TPMultiheadAttention
 from plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
 from plugins.models.config_defaults import fill_missing_fields
@@ -98,6 +100,15 @@ class TPTransformerConfig(CompileConfig):
     max_symbols: Optional[int] = field(
         default=None, metadata={"help": "cap on m, the number of context symbols (words first seen "
                                         "later get no symbolic part)"})
+    symbolic_score_init: float = field(
+        default=1.0, metadata={"help": "init of λ_q, the weight of the symbolic score term s_tᵀ(λ_q I + "
+                                       "γ_q 11ᵀ)s_i in every attention (ours; 1 = the earlier init)"})
+    encoder_relative_buckets: int = field(
+        default=0, metadata={"help": "learned relative-position bias b^h[bucket(i - t)] on the encoder's "
+                                     "self-attention scores with this many buckets (T5-style, ours; "
+                                     "0 = off, the paper's absolute positions only)"})
+    encoder_relative_max_distance: int = field(
+        default=128, metadata={"help": "offsets at or beyond this share the last relative bucket"})
     zero_unseen_alpha: bool = field(
         default=False, metadata={"help": "also zero α of words unseen in training (babi_qa's "
                                          "unseen.txt); the paper is silent"})
@@ -125,6 +136,11 @@ def is_symbolic(cfg) -> bool:
     return bool(safe_getattr(cfg, "symbolic_embeddings", False) or safe_getattr(cfg, "symbolic_output", False))
 
 
+def symbolic_attention_class(cfg):
+    """SymbolicTPMultiheadAttention with λ_q initialised to --symbolic-score-init."""
+    return partial(SymbolicTPMultiheadAttention, score_init=safe_getattr(cfg, "symbolic_score_init", 1.0))
+
+
 class TPEncoderLayer(nn.Module):
     compile_unit = True  # --compile compiles each of these (plugins/torch_compile.py)
 
@@ -132,7 +148,7 @@ class TPEncoderLayer(nn.Module):
         super().__init__()
         d = cfg.encoder_embed_dim
         self.symbolic = is_symbolic(cfg)
-        attn_cls = SymbolicTPMultiheadAttention if self.symbolic else TPMultiheadAttention
+        attn_cls = symbolic_attention_class(cfg) if self.symbolic else TPMultiheadAttention
         self.ln_attn = nn.LayerNorm(d)
         self.self_attn = attn_cls(
             d, cfg.encoder_attention_heads, dropout=cfg.attention_dropout,
@@ -145,19 +161,22 @@ class TPEncoderLayer(nn.Module):
             self.sln_attn, self.sln_ff, self.sln_out = SlotLayerNorm(), SlotLayerNorm(), SlotLayerNorm()
             self.sff = SymbolicFeedForward()
 
-    def forward_symbolic(self, z: Tensor, s: Tensor, slot_mask: Tensor, padding_mask: Optional[Tensor]):
+    def forward_symbolic(self, z: Tensor, s: Tensor, slot_mask: Tensor, padding_mask: Optional[Tensor],
+                         attn_bias: Optional[Tensor] = None):
         """The same cell on z ⊕ s: (B, T, d), (B, T, m) -> (B, T, d), (B, T, m)."""
         a, a_s = self.self_attn(self.ln_attn(z), self.sln_attn(s, slot_mask), slot_mask,
-                                key_padding_mask=padding_mask)
+                                key_padding_mask=padding_mask, attn_bias=attn_bias)
         h = z + F.dropout(a, p=self.dropout, training=self.training)
         hs = s + a_s
         f = F.dropout(self.ff(self.ln_ff(h)), p=self.dropout, training=self.training)
         fs = self.sff(self.sln_ff(hs, slot_mask), slot_mask)
         return self.ln_out(h + f), self.sln_out(hs + fs, slot_mask)
 
-    def forward(self, z: Tensor, padding_mask: Optional[Tensor], return_roles: bool = False):
-        # h = z + TPMHA(LN(z), LN(z_{1:T}))
-        a = self.self_attn(self.ln_attn(z), key_padding_mask=padding_mask, return_roles=return_roles)
+    def forward(self, z: Tensor, padding_mask: Optional[Tensor], return_roles: bool = False,
+                attn_bias: Optional[Tensor] = None):
+        # h = z + TPMHA(LN(z), LN(z_{1:T}))   (+ relative-position bias on the scores)
+        a = self.self_attn(self.ln_attn(z), key_padding_mask=padding_mask, return_roles=return_roles,
+                           attn_bias=attn_bias)
         roles = None
         if return_roles:
             a, roles = a
@@ -176,7 +195,7 @@ class TPDecoderLayer(nn.Module):
         d = cfg.encoder_embed_dim
         H = cfg.encoder_attention_heads
         self.symbolic = is_symbolic(cfg)
-        attn_cls = SymbolicTPMultiheadAttention if self.symbolic else TPMultiheadAttention
+        attn_cls = symbolic_attention_class(cfg) if self.symbolic else TPMultiheadAttention
         self.ln_self = nn.LayerNorm(d)
         self.self_attn = attn_cls(d, H, dropout=cfg.attention_dropout,
                                   role_binding=not cfg.no_role_binding, self_attention=True,
@@ -237,6 +256,9 @@ class TPTransformerEncoder(FairseqEncoder):
         self.padding_idx = dictionary.pad()
         self.dropout = cfg.dropout
         self.layers = nn.ModuleList(TPEncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        buckets = safe_getattr(cfg, "encoder_relative_buckets", 0) or 0
+        self.relative_bias = (RelativePositionBias(buckets, safe_getattr(cfg, "encoder_relative_max_distance", 128),
+                                                   cfg.encoder_attention_heads) if buckets else None)
         self.symbolic = is_symbolic(cfg)
         self.alpha = alpha
         self.symbol_ignore = symbol_ignore_ids(dictionary)
@@ -250,19 +272,21 @@ class TPTransformerEncoder(FairseqEncoder):
         # the one host sync of a batch: is anything padded? The decoder reads the answer
         # from encoder_out (an empty mask list = no padding), never per step.
         pm = padding_mask if padding_mask.any() else None
+        # b^h[bucket(i − t)], one table for every layer                      (1, H, T, T)
+        bias = self.relative_bias(src_tokens.size(1), src_tokens.device) if self.relative_bias is not None else None
         if self.symbolic:
             if return_all_roles:
                 raise ValueError("return_all_roles is not available with --symbolic-embeddings/--symbolic-output")
-            return self._forward_symbolic(src_tokens, z, padding_mask, pm)
+            return self._forward_symbolic(src_tokens, z, padding_mask, pm, bias)
         roles = []
         for layer in self.layers:
             if return_all_roles:
-                z, r = layer(z, pm, return_roles=True)
+                z, r = layer(z, pm, return_roles=True, attn_bias=bias)
                 roles.append(r)
             elif self.cfg.checkpoint_activations and self.training:
-                z = checkpoint(layer, z, pm, use_reentrant=False)
+                z = checkpoint(layer, z, pm, False, bias, use_reentrant=False)
             else:
-                z = layer(z, pm)
+                z = layer(z, pm, attn_bias=bias)
         out = {
             "encoder_out": [z],  # (B, T, d), batch-first
             "encoder_padding_mask": [] if pm is None else [padding_mask],  # (B, T); [] = no pads
@@ -272,15 +296,16 @@ class TPTransformerEncoder(FairseqEncoder):
             out["roles"] = roles  # per layer (B, T, d): head h is columns h*d_k:(h+1)*d_k
         return out
 
-    def _forward_symbolic(self, src_tokens: Tensor, z: Tensor, padding_mask: Tensor, pm: Optional[Tensor]):
+    def _forward_symbolic(self, src_tokens: Tensor, z: Tensor, padding_mask: Tensor, pm: Optional[Tensor],
+                          bias: Optional[Tensor] = None):
         # φ over the source (story then question), first appearance; s_0 = α_x e_φ(x)  (B, T, m)
         symbols = context_symbols(src_tokens, self.symbol_ignore, self.padding_idx, self.cfg.max_symbols)
         s = self.alpha(src_tokens, lookup_phi(src_tokens, symbols), symbols.m, z.dtype)
         for layer in self.layers:
             if self.cfg.checkpoint_activations and self.training:
-                z, s = checkpoint(layer.forward_symbolic, z, s, symbols.slot_mask, pm, use_reentrant=False)
+                z, s = checkpoint(layer.forward_symbolic, z, s, symbols.slot_mask, pm, bias, use_reentrant=False)
             else:
-                z, s = layer.forward_symbolic(z, s, symbols.slot_mask, pm)
+                z, s = layer.forward_symbolic(z, s, symbols.slot_mask, pm, bias)
         return {
             "encoder_out": [z],                     # (B, T, d)
             "encoder_out_sym": [s],                 # (B, T, m)
