@@ -1,0 +1,40 @@
+"""Task-2 answers from a fairseq-generate log (S-/T-/H- lines): right, the holder's room at some
+other time, the room of the latest sentence, another room of the story.
+Usage: python task2_failure_modes.py GENERATE_LOG"""
+import collections
+import sys
+
+S, T, H = {}, {}, {}
+for line in open(sys.argv[1]):
+    p = line.rstrip("\n").split("\t")
+    if line.startswith("S-"):
+        S[p[0][2:]] = p[1]
+    elif line.startswith("T-"):
+        T[p[0][2:]] = p[1]
+    elif line.startswith("H-"):
+        H[p[0][2:]] = p[2]
+TAKE = ("took", "got", "grabbed", "picked")
+stats = collections.Counter()
+for k in S:
+    toks = S[k].split()
+    obj = toks[-2]
+    sents = [s.split() for s in " ".join(toks).split(" . ")[:-1]]
+    holder = None
+    for s in sents:                      # the last person who took the object
+        if s[-1] == obj and s[1] in TAKE:
+            holder = s[0]
+    rooms = [s[-1] for s in sents if s[1] not in TAKE + ("dropped", "discarded", "put", "left")]
+    holder_rooms = [s[-1] for s in sents if s[0] == holder and s[-1] in rooms] if holder else []
+    if H[k] == T[k]:
+        kind = "ok"
+    elif H[k] in holder_rooms:
+        kind = "another room of the holder"
+    elif rooms and H[k] == rooms[-1]:
+        kind = "room of the latest move"
+    elif H[k] in rooms:
+        kind = "another room of the story"
+    else:
+        kind = "not a room of the story"
+    stats[kind] += 1
+for kind, n in stats.most_common():
+    print(f"{kind:30s} {n:5d} ({100 * n / len(S):.1f}%)")
