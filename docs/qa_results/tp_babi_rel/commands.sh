@@ -29,10 +29,16 @@ for s in 0 1 2; do "$HERE/train.sh" "$OUT" t1_rel_s$s "$T1" $s 20000 $REL; done
 "$HERE/train.sh" "$OUT" t2_rel_s0 "$T2" 0 20000 $REL
 "$HERE/train.sh" "$OUT" n1000_rel_s0 "$N1000" 0 12000 $REL
 FLAGS="" "$HERE/train.sh" "$OUT" n1000_plainrel_s0 "$N1000" 0 12000 $REL
+"$HERE/train.sh" "$OUT" n1000_rel_s0 "$N1000" 0 24000 $REL       # continued (12k copy kept)
+"$HERE/train.sh" "$OUT" n1000_rel_s1 "$N1000" 1 24000 $REL
+# the non-symbolic twin with the bias at 10 names
+for s in 0 1; do FLAGS="" "$HERE/train.sh" "$OUT" t1_plainrel_s$s "$T1" $s 20000 $REL; done
 # test error (greedy) and failure modes
 for n in t1_rel_s0 t1_rel_s1 t1_rel_s2; do
   "$HERE/test_error.sh" "$OUT" $n "$T1"
   python "$HERE/../tp_babi_s10k/failure_modes.py" "$OUT/ck/$n.gen"
 done
 "$HERE/test_error.sh" "$OUT" t2_rel_s0 "$T2"
-for n in n1000_rel_s0 n1000_plainrel_s0; do "$HERE/test_error.sh" "$OUT" $n "$N1000"; done
+python "$HERE/task2_failure_modes.py" "$OUT/ck/t2_rel_s0.gen"
+for n in n1000_rel_s0 n1000_rel_s1 n1000_plainrel_s0; do "$HERE/test_error.sh" "$OUT" $n "$N1000"; done
+for n in t1_plainrel_s0 t1_plainrel_s1; do "$HERE/test_error.sh" "$OUT" $n "$T1"; done
