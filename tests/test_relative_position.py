@@ -1,20 +1,18 @@
 """--encoder-relative-buckets: the bucket function against a scalar re-derivation, the biased
 attention (plain and symbolic) against the naive formula, and the encoder: neutral at init,
 wired in, invariant to left padding, and symbol-shift equivariant."""
-import argparse
 import math
 
 import pytest
 import torch
 
 import plugins  # noqa: F401  (registers the models)
-from fairseq import models
 from plugins.layers.relative_position import RelativePositionBias, relative_bucket
 from plugins.layers.symbolic_transformer import SymbolicTPMultiheadAttention
 from plugins.layers.tp_attention import TPMultiheadAttention
-from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
-from tests.qa_helpers import FakeTask, encode, make_dict
-from tests.test_symbolic_transformer import BOTH, STORIES, equivariance_gap, naive_symbolic_attention, tie_names
+from tests.qa_helpers import encode
+from tests.test_symbolic_transformer import BOTH, STORIES, equivariance_gap, naive_symbolic_attention
+from tests.test_symbolic_transformer import build as build_model
 from tests.test_tp_transformer import naive_tp_attention
 
 
@@ -102,16 +100,11 @@ def test_bias_is_refused_with_the_causal_shortcut():
         mod(torch.randn(1, 3, 16), causal=True, attn_bias=torch.zeros(1, 2, 3, 3))
 
 
-def build(buckets, seed=0, **flags):
-    torch.manual_seed(seed)
-    d = make_dict()
-    args = argparse.Namespace(arch="tp_transformer_tiny", encoder_embed_dim=16, encoder_ffn_embed_dim=32,
-                              encoder_attention_heads=2, dropout=0.0, encoder_relative_buckets=buckets,
-                              encoder_relative_max_distance=16, **flags)
-    models.ARCH_CONFIG_REGISTRY["tp_transformer_tiny"](args)
-    fields = TPTransformerConfig.__dataclass_fields__
-    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
-    return TPTransformerModel.build_model(cfg, FakeTask(d)).double().eval(), d
+def build(buckets, perturb=False, tie=False, **flags):
+    """test_symbolic_transformer's small fp64 model with the relative bias (at its init unless
+    ``perturb``)."""
+    return build_model(perturb=perturb, tie=tie, dropout=0.0, encoder_relative_buckets=buckets,
+                       encoder_relative_max_distance=16, **flags)
 
 
 def left_pad(d, texts):
@@ -159,10 +152,6 @@ def test_encoder_bias_is_invariant_to_left_padding(flags):
 
 
 def test_symbolic_model_with_bias_stays_equivariant():
-    model, d = build(16, **BOTH)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    tie_names(model, d)
+    model, d = build(16, perturb=True, tie=True, **BOTH)      # every parameter off its init, names tied
     assert model.encoder.relative_bias.table.weight.abs().min() > 0
     assert equivariance_gap(model, d) < 1e-9

@@ -29,7 +29,9 @@ def _permute_text(t):
     return " ".join(PERM.get(w, w) for w in t.split())
 
 
-def build(arch="tp_transformer_tiny", seed=0, tie=True, **flags):
+def build(arch="tp_transformer_tiny", seed=0, tie=True, perturb=True, **flags):
+    """A small fp64 model in eval mode; ``perturb`` moves every parameter off its init,
+    ``tie`` then gives the names equal per-word parameters."""
     torch.manual_seed(seed)
     d = make_dict()
     args = argparse.Namespace(arch=arch, encoder_embed_dim=16, encoder_ffn_embed_dim=32,
@@ -38,9 +40,10 @@ def build(arch="tp_transformer_tiny", seed=0, tie=True, **flags):
     fields = TPTransformerConfig.__dataclass_fields__
     cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
     model = TPTransformerModel.build_model(cfg, FakeTask(d)).double().eval()
-    with torch.no_grad():  # move every parameter (λ, γ, β, gains included) off its init
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn_like(p))
+    if perturb:
+        with torch.no_grad():  # move every parameter (λ, γ, β, gains included) off its init
+            for p in model.parameters():
+                p.add_(0.3 * torch.randn_like(p))
     if tie:
         tie_names(model, d)
     return model, d
@@ -107,12 +110,7 @@ def test_symbolic_score_init_sets_lambda_q_of_every_attention():
     """--symbolic-score-init is the init of λ_q in every symbolic attention (encoder self,
     decoder self and cross); the rest of the init is unchanged, and the default is 1."""
     def lam_q(**flags):
-        torch.manual_seed(0)
-        args = argparse.Namespace(arch="tp_transformer_tiny", **BOTH, **flags)
-        models.ARCH_CONFIG_REGISTRY["tp_transformer_tiny"](args)
-        fields = TPTransformerConfig.__dataclass_fields__
-        cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
-        model = TPTransformerModel.build_model(cfg, FakeTask(make_dict()))
+        model, _ = build(tie=False, perturb=False, **BOTH, **flags)
         mods = [m for m in model.modules() if hasattr(m, "sym_lam_q")]
         assert len(mods) == 3 * len(model.encoder.layers)      # 2 + 2 layers: 2 + 2 × 2
         return torch.cat([m.sym_lam_q for m in mods]), torch.cat([m.sym_lam_o for m in mods])
