@@ -1,5 +1,7 @@
 """Task-2 answers from a fairseq-generate log (S-/T-/H- lines): right, the holder's room at some
-other time, the room of the latest sentence, another room of the story.
+other time, the room of the latest sentence, another room of the story; then the error split by
+whether the holder moved after taking the object (the generator asks only about held objects, so
+the answer is the holder's latest room: after the taking sentence, or before it if not moved).
 Usage: python task2_failure_modes.py GENERATE_LOG"""
 import collections
 import sys
@@ -15,14 +17,15 @@ for line in open(sys.argv[1]):
         H[p[0][2:]] = p[2]
 TAKE = ("took", "got", "grabbed", "picked")
 stats = collections.Counter()
+by_case = collections.Counter()
 for k in S:
     toks = S[k].split()
     obj = toks[-2]
     sents = [s.split() for s in " ".join(toks).split(" . ")[:-1]]
-    holder = None
-    for s in sents:                      # the last person who took the object
+    holder, took = None, -1
+    for i, s in enumerate(sents):        # the last person who took the object
         if s[-1] == obj and s[1] in TAKE:
-            holder = s[0]
+            holder, took = s[0], i
     rooms = [s[-1] for s in sents if s[1] not in TAKE + ("dropped", "discarded", "put", "left")]
     holder_rooms = [s[-1] for s in sents if s[0] == holder and s[-1] in rooms] if holder else []
     if H[k] == T[k]:
@@ -36,5 +39,12 @@ for k in S:
     else:
         kind = "not a room of the story"
     stats[kind] += 1
+    moved = any(s[0] == holder and s[1] not in TAKE + ("dropped", "discarded", "put", "left")
+                for s in sents[took + 1:])
+    by_case[moved, kind == "ok"] += 1
 for kind, n in stats.most_common():
     print(f"{kind:30s} {n:5d} ({100 * n / len(S):.1f}%)")
+for moved, what in ((False, "holder not moved since taking it"), (True, "holder moved after taking it")):
+    n = by_case[moved, True] + by_case[moved, False]
+    if n:
+        print(f"{what:34s} {n:5d} questions, error {100 * by_case[moved, False] / n:.1f}%")

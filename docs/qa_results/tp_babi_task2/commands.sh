@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The runs of docs/qa.md "Task 2: budget, joint training, warm start, depth" (2026-11-26, CPU,
+# two runs at a time, OMP_NUM_THREADS=1).  OUT is the scratch folder of
+# ../tp_babi_rel/commands.sh (its data_n10, its task-1 checkpoint t1_rel_s0 and its task-2 run
+# t2_rel_s0 at 20,000 updates).  The runs stopped by hand are marked; MAXUP is the limit given.
+set -euo pipefail
+OUT=${1:?OUT}
+HERE=$(cd "$(dirname "$0")" && pwd)
+REL=$HERE/../tp_babi_rel
+OPTS="--dropout 0.1 --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 3 --encoder-relative-buckets 32"
+T2=$OUT/data_n10/bin/task2
+# (a) budget: the 2-layer task-2 run continued from 20,000 updates (stopped by hand at 31,000)
+"$REL/train.sh" "$OUT" t2_rel_s0 "$T2" 0 60000 $OPTS
+# (b) joint training on tasks 1 + 2 (one data folder, one dictionary; stopped at 21,500)
+python "$HERE/make_joint.py" "$OUT/data_n10" "$OUT/joint12" 1 2
+"$REL/train.sh" "$OUT" j12_rel_s0 "$OUT/joint12/bin" 0 60000 $OPTS
+# (c) warm start: task 2 from the task-1 model (vocabulary re-indexed; stopped at 3,500)
+python "$HERE/warm_start.py" "$OUT/ck/t1_rel_s0/checkpoint_best.pt" "$OUT/data_n10/bin/task1" "$T2" \
+    "$OUT/ck/t1_rel_s0_to_t2.pt"
+"$REL/train.sh" "$OUT" t2_from_t1_s0 "$T2" 0 40000 $OPTS --finetune-from-model "$OUT/ck/t1_rel_s0_to_t2.pt"
+# (d) depth: 3 encoder layers, from scratch and from the task-1 model grown to 3 layers
+"$REL/train.sh" "$OUT" t2_e3_s0 "$T2" 0 40000 $OPTS --encoder-layers 3
+python "$HERE/warm_start.py" "$OUT/ck/t1_rel_s0/checkpoint_best.pt" "$OUT/data_n10/bin/task1" "$T2" \
+    "$OUT/ck/t1_rel_s0_to_t2_e3.pt" 3
+"$REL/train.sh" "$OUT" t2_e3_from_t1_s0 "$T2" 0 40000 $OPTS --encoder-layers 3 \
+    --finetune-from-model "$OUT/ck/t1_rel_s0_to_t2_e3.pt"
+# test error (greedy) and what the answers are
+for n in t2_rel_s0 t2_e3_s0 t2_e3_from_t1_s0; do
+  "$REL/test_error.sh" "$OUT" $n "$T2"
+  python "$REL/task2_failure_modes.py" "$OUT/ck/$n.gen"
+done
+for sub in test_t1 test_t2; do "$REL/test_error.sh" "$OUT" j12_rel_s0 "$OUT/joint12/bin" $sub; done
