@@ -2,16 +2,17 @@
 (encoder and decoder ``embedding.embed_tokens``, the output projection being tied to the latter,
 and the symbolic embeddings' per-word ``alpha.alpha_logit``) are re-indexed from the task-1
 dictionary to the task-2 one, row by word.  Words that task 1 never had (objects, take/drop
-verbs) get fresh rows as the model's init gives them (embeddings N(0, std of the copied rows),
-α logits HybridEmbedding.ALPHA_LOGIT_INIT), specials keep their rows, <pad> stays zero.  Every
-other tensor is copied.  With ENCODER_LAYERS larger than the checkpoint's, the missing top
-encoder layers start as copies of its top layer (depth grown by stacking), for a run with
-``--encoder-layers ENCODER_LAYERS``.
+verbs) get fresh rows: embeddings drawn from N(0, σ²) with σ the std of the copied (trained)
+rows, α logits at HybridEmbedding.ALPHA_LOGIT_INIT (the model's init); specials keep their rows,
+<pad> stays zero.  Every other tensor is copied.  With ENCODER_LAYERS larger than the
+checkpoint's, the missing top encoder layers start as copies of its top layer (depth grown by
+stacking), for a run with ``--encoder-layers ENCODER_LAYERS``.
 
     python warm_start.py TASK1_CKPT TASK1_BIN TASK2_BIN OUT.pt [ENCODER_LAYERS]
 
-then ``fairseq-train TASK2_BIN ... --restore-file OUT.pt --reset-optimizer --reset-dataloader
---reset-lr-scheduler --reset-meters`` with the task-1 run's model options.
+then ``fairseq-train TASK2_BIN ... --finetune-from-model OUT.pt`` with the task-1 run's model
+options (fresh optimizer, schedule and counters; the same call with a larger --max-update
+continues from checkpoint_last.pt).
 """
 import os
 import pathlib
