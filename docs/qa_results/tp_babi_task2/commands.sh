@@ -15,9 +15,11 @@ T2=$OUT/data_n10/bin/task2
 python "$HERE/make_joint.py" "$OUT/data_n10" "$OUT/joint12" 1 2
 "$REL/train.sh" "$OUT" j12_rel_s0 "$OUT/joint12/bin" 0 60000 $OPTS
 # (c) warm start: task 2 from the task-1 model (vocabulary re-indexed; stopped at 3,500)
-python "$HERE/warm_start.py" "$OUT/ck/t1_rel_s0/checkpoint_best.pt" "$OUT/data_n10/bin/task1" "$T2" \
-    "$OUT/ck/t1_rel_s0_to_t2.pt"
-"$REL/train.sh" "$OUT" t2_from_t1_s0 "$T2" 0 40000 $OPTS --finetune-from-model "$OUT/ck/t1_rel_s0_to_t2.pt"
+for s in 0 1 2; do   # seed 0 stopped at 3,500; seeds 1 and 2 (run last) at 4,500
+  python "$HERE/warm_start.py" "$OUT/ck/t1_rel_s$s/checkpoint_best.pt" "$OUT/data_n10/bin/task1" "$T2" \
+      "$OUT/ck/t1_rel_s${s}_to_t2.pt"
+  "$REL/train.sh" "$OUT" t2_from_t1_s$s "$T2" $s 40000 $OPTS --finetune-from-model "$OUT/ck/t1_rel_s${s}_to_t2.pt"
+done
 # (d) depth: 3 encoder layers from scratch (stopped at 13,500), and from each seed's task-1
 # model grown to 3 layers (stopped by hand once the valid loss was <= 0.03 bits: seed 0 at
 # 16,000 updates, seed 1 at 9,500, seed 2 at ~5,700)
