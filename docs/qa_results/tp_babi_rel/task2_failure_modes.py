@@ -4,7 +4,11 @@ whether the holder moved after taking the object (the generator asks only about 
 the answer is the holder's latest room: after the taking sentence, or before it if not moved).
 Usage: python task2_failure_modes.py GENERATE_LOG"""
 import collections
+import pathlib
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
+from data_prep.qa_generate import DROP_VERBS, GRAB_VERBS  # noqa: E402
 
 S, T, H = {}, {}, {}
 for line in open(sys.argv[1]):
@@ -15,7 +19,8 @@ for line in open(sys.argv[1]):
         T[p[0][2:]] = p[1]
     elif line.startswith("H-"):
         H[p[0][2:]] = p[2]
-TAKE = ("took", "got", "grabbed", "picked")
+TAKE = tuple(v.split()[0] for v in GRAB_VERBS)         # a sentence's second word says its kind
+HANDLE = TAKE + tuple(v.split()[0] for v in DROP_VERBS)  # anything else is a move
 stats = collections.Counter()
 by_case = collections.Counter()
 for k in S:
@@ -26,7 +31,7 @@ for k in S:
     for i, s in enumerate(sents):        # the last person who took the object
         if s[-1] == obj and s[1] in TAKE:
             holder, took = s[0], i
-    rooms = [s[-1] for s in sents if s[1] not in TAKE + ("dropped", "discarded", "put", "left")]
+    rooms = [s[-1] for s in sents if s[1] not in HANDLE]
     holder_rooms = [s[-1] for s in sents if s[0] == holder and s[-1] in rooms] if holder else []
     if H[k] == T[k]:
         kind = "ok"
@@ -39,8 +44,7 @@ for k in S:
     else:
         kind = "not a room of the story"
     stats[kind] += 1
-    moved = any(s[0] == holder and s[1] not in TAKE + ("dropped", "discarded", "put", "left")
-                for s in sents[took + 1:])
+    moved = any(s[0] == holder and s[1] not in HANDLE for s in sents[took + 1:])
     by_case[moved, kind == "ok"] += 1
 for kind, n in stats.most_common():
     print(f"{kind:30s} {n:5d} ({100 * n / len(S):.1f}%)")
