@@ -10,9 +10,12 @@ python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n10" --tasks 1
     --train-stories 10000 --test-stories 1000 --seed 0
 python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n1000" --tasks 1 --num-names 1000 \
     --train-stories 10000 --test-stories 1000 --seed 0
+python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n100" --tasks 1 --num-names 100 \
+    --train-stories 10000 --test-stories 1000 --seed 0
 PLATEAU="--dropout 0.1 --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 3"
 REL="$PLATEAU --encoder-relative-buckets 32"
 T1=$OUT/data_n10/bin/task1 T2=$OUT/data_n10/bin/task2 N1000=$OUT/data_n1000/bin/task1
+N100=$OUT/data_n100/bin/task1
 # seed-1 ablation, 8,000 updates each (the two marked * were stopped at 5,628)
 "$HERE/train.sh" "$OUT" t1_base_s1 "$T1" 1 8000 $PLATEAU
 "$HERE/train.sh" "$OUT" t1_lq0_s1 "$T1" 1 8000 $PLATEAU --symbolic-score-init 0
@@ -42,3 +45,27 @@ done
 python "$HERE/task2_failure_modes.py" "$OUT/ck/t2_rel_s0.gen"
 for n in n1000_rel_s0 n1000_rel_s1 n1000_plainrel_s0; do "$HERE/test_error.sh" "$OUT" $n "$N1000"; done
 for n in t1_plainrel_s0 t1_plainrel_s1; do "$HERE/test_error.sh" "$OUT" $n "$T1"; done
+# Fig. 1, completed 2026-11-26 (eleventh session): every seed at 100 names, the third seed at
+# 1,000 names and 10 names' third twin; two runs at a time, each stopped by the script once the
+# valid loss was <= 0.008 bits (STOP_BITS), else at the budget
+export STOP_BITS=0.008
+for s in 0 1 2; do
+  "$HERE/train.sh" "$OUT" n100_rel_s$s "$N100" $s 20000 $REL
+  FLAGS="" "$HERE/train.sh" "$OUT" n100_plainrel_s$s "$N100" $s 20000 $REL
+done
+"$HERE/train.sh" "$OUT" n1000_rel_s2 "$N1000" 2 24000 $REL
+for s in 1 2; do FLAGS="" "$HERE/train.sh" "$OUT" n1000_plainrel_s$s "$N1000" $s 12000 $REL; done
+FLAGS="" "$HERE/train.sh" "$OUT" t1_plainrel_s2 "$T1" 2 20000 $REL
+for n in n100_rel_s0 n100_rel_s1 n100_rel_s2 n100_plainrel_s0 n100_plainrel_s1 n100_plainrel_s2; do
+  "$HERE/test_error.sh" "$OUT" $n "$N100"
+done
+for n in n1000_rel_s2 n1000_plainrel_s1 n1000_plainrel_s2; do "$HERE/test_error.sh" "$OUT" $n "$N1000"; done
+"$HERE/test_error.sh" "$OUT" t1_plainrel_s2 "$T1"
+# the three symbolic 1,000-name runs continued from their 24,000-update state to 36,000 (copies
+# of the 24,000-update folders kept as n1000_rel_s*_24k; same stop rule)
+for s in 0 2 1; do
+  "$HERE/train.sh" "$OUT" n1000_rel_s$s "$N1000" $s 36000 $REL
+  "$HERE/test_error.sh" "$OUT" n1000_rel_s$s "$N1000"
+done
+# when each run left the plateau (first valid loss below 0.5 bits)
+python "$HERE/plateau_exit.py" "$HERE"/*_valid.txt
