@@ -69,3 +69,6 @@ for s in 0 2 1; do
 done
 # when each run left the plateau (first valid loss below 0.5 bits)
 python "$HERE/plateau_exit.py" "$HERE"/*_valid.txt
+# seed 0's remaining 1,000-name error against the asked name's training frequency
+python "$HERE/name_frequency.py" "$OUT/data_n1000/raw/qa1_train.txt" "$OUT"/ck/n1000_rel_s{0,1,2}.gen \
+    "$OUT"/ck/n1000_rel_s{0,2}_24k.gen > "$HERE/n1000_name_frequency.txt"
