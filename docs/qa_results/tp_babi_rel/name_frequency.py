@@ -13,6 +13,8 @@ import collections
 import re
 import sys
 
+from gen_log import read_log
+
 def train_counts(path):
     counts = collections.Counter()
     with open(path) as f:
@@ -23,22 +25,6 @@ def train_counts(path):
             for w in re.findall(r"[a-z]+", text[1].lower()):
                 counts[w] += 1
     return counts
-
-
-def read_log(path):
-    s, t, h = {}, {}, {}
-    with open(path) as f:
-        for line in f:
-            p = line.rstrip("\n").split("\t")
-            if line.startswith("S-"):
-                s[p[0][2:]] = p[1]
-            elif line.startswith("T-"):
-                t[p[0][2:]] = p[1]
-            elif line.startswith("H-"):
-                h[p[0][2:]] = p[2]
-    if not s:
-        sys.exit(f"{path}: no S- lines (not a fairseq-generate log?)")
-    return s, t, h
 
 
 def main(argv):

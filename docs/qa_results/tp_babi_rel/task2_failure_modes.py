@@ -9,16 +9,9 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
 from data_prep.qa_generate import DROP_VERBS, GRAB_VERBS  # noqa: E402
+from gen_log import read_log  # noqa: E402  (this folder)
 
-S, T, H = {}, {}, {}
-for line in open(sys.argv[1]):
-    p = line.rstrip("\n").split("\t")
-    if line.startswith("S-"):
-        S[p[0][2:]] = p[1]
-    elif line.startswith("T-"):
-        T[p[0][2:]] = p[1]
-    elif line.startswith("H-"):
-        H[p[0][2:]] = p[2]
+S, T, H = read_log(sys.argv[1])
 TAKE = tuple(v.split()[0] for v in GRAB_VERBS)         # a sentence's second word says its kind
 HANDLE = TAKE + tuple(v.split()[0] for v in DROP_VERBS)  # anything else is a move
 stats = collections.Counter()
