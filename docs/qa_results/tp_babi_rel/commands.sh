@@ -69,6 +69,11 @@ for s in 0 2 1; do
 done
 # when each run left the plateau (first valid loss below 0.5 bits)
 python "$HERE/plateau_exit.py" "$HERE"/*_valid.txt
+# seed 0 at 1,000 names continued to 48,000 updates and the twin's seed 1 to 24,000 (copies of
+# the 36,000- and 12,000-update folders kept as *_36k / *_12k); checkpoint_best did not change
+"$HERE/train.sh" "$OUT" n1000_rel_s0 "$N1000" 0 48000 $REL
+FLAGS="" "$HERE/train.sh" "$OUT" n1000_plainrel_s1 "$N1000" 1 24000 $REL
+for n in n1000_rel_s0 n1000_plainrel_s1; do "$HERE/test_error.sh" "$OUT" $n "$N1000"; done
 # seed 0's remaining 1,000-name error against the asked name's training frequency
 python "$HERE/name_frequency.py" "$OUT/data_n1000/raw/qa1_train.txt" "$OUT"/ck/n1000_rel_s{0,1,2}.gen \
     "$OUT"/ck/n1000_rel_s{0,2}_24k.gen > "$HERE/n1000_name_frequency.txt"
