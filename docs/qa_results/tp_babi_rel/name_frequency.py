@@ -10,10 +10,13 @@ and questions) mention the asked person.  A model that keys the answer to the na
 embedding errs more on rare names; one that uses the name only as a symbol should not.
 """
 import collections
+import pathlib
 import re
 import sys
 
-from gen_log import read_log
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
+from evaluations.math_eval import read_generate_output  # noqa: E402
+
 
 def train_counts(path):
     counts = collections.Counter()
@@ -32,8 +35,10 @@ def main(argv):
         sys.exit(__doc__)
     counts = train_counts(argv[0])
     for log in argv[1:]:
-        s, t, h = read_log(log)
-        rows = sorted((counts[src.split()[-2]], h[k] != t[k]) for k, src in s.items())  # "where is NAME ?"
+        recs = read_generate_output(pathlib.Path(log)).values()
+        if not recs:
+            sys.exit(f"{log}: no S-/T-/H- lines (not a fairseq-generate log?)")
+        rows = sorted((counts[r["S"].split()[-2]], r["H"] != r["T"]) for r in recs)  # "where is NAME ?"
         quarters = [rows[i * len(rows) // 4:(i + 1) * len(rows) // 4] for i in range(4)]
         cells = [f"{q[0][0]}-{q[-1][0]}: {100 * sum(e for _, e in q) / len(q):.1f}%" for q in quarters if q]
         print(f"{log.rsplit('/', 1)[-1]}: " + "; ".join(cells))

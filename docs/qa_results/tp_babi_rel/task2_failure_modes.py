@@ -9,9 +9,12 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
 from data_prep.qa_generate import DROP_VERBS, GRAB_VERBS  # noqa: E402
-from gen_log import read_log  # noqa: E402  (this folder)
+from evaluations.math_eval import read_generate_output  # noqa: E402
 
-S, T, H = read_log(sys.argv[1])
+RECS = read_generate_output(pathlib.Path(sys.argv[1]))
+if not RECS:
+    sys.exit(f"{sys.argv[1]}: no S-/T-/H- lines (not a fairseq-generate log?)")
+S, T, H = ({k: r[x] for k, r in RECS.items()} for x in "STH")
 TAKE = tuple(v.split()[0] for v in GRAB_VERBS)         # a sentence's second word says its kind
 HANDLE = TAKE + tuple(v.split()[0] for v in DROP_VERBS)  # anything else is a move
 stats = collections.Counter()

@@ -1,13 +1,12 @@
 """Task-1 failure modes from a fairseq-generate log (S-/T-/H- lines), by how often the asked person
 is mentioned: right, an earlier room of that person, or a room of someone else.
 Usage: python failure_modes.py GENERATE_LOG"""
-import collections, sys
-S, T, H = {}, {}, {}
-for l in open(sys.argv[1]):
-    p = l.rstrip('\n').split('\t')
-    if l.startswith('S-'): S[p[0][2:]] = p[1]
-    elif l.startswith('T-'): T[p[0][2:]] = p[1]
-    elif l.startswith('H-'): H[p[0][2:]] = p[2]
+import collections, pathlib, sys
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
+from evaluations.math_eval import read_generate_output  # noqa: E402
+RECS = read_generate_output(pathlib.Path(sys.argv[1]))
+if not RECS: sys.exit(f"{sys.argv[1]}: no S-/T-/H- lines (not a fairseq-generate log?)")
+S, T, H = ({k: r[x] for k, r in RECS.items()} for x in "STH")
 stats = collections.Counter()
 for k in S:
     toks = S[k].split(); q = toks[-2]
