@@ -77,3 +77,16 @@ for n in n1000_rel_s0 n1000_plainrel_s1; do "$HERE/test_error.sh" "$OUT" $n "$N1
 # seed 0's remaining 1,000-name error against the asked name's training frequency
 python "$HERE/name_frequency.py" "$OUT/data_n1000/raw/qa1_train.txt" "$OUT"/ck/n1000_rel_s{0,1,2}.gen \
     "$OUT"/ck/n1000_rel_s{0,2}_24k.gen > "$HERE/n1000_name_frequency.txt"
+# what seed 0 at 1,000 names gets wrong (2026-11-26): error by the distance to the asked person's
+# latest statement, on test and on its own training questions; and every person renamed to a word
+# the dictionary lacks (zero semantic embedding: only the symbolic slot tells people apart)
+"$HERE/test_error.sh" "$OUT" n1000_rel_s0 "$N1000" train
+python "$HERE/gap_error.py" "$OUT"/ck/n1000_rel_s0.gen "$OUT"/ck/n1000_rel_s0.train.gen \
+    "$OUT"/ck/n1000_rel_s0_24k.gen "$OUT"/ck/n1000_rel_s1.gen "$OUT"/ck/n1000_rel_s1_24k.gen \
+    "$OUT"/ck/n1000_rel_s2.gen "$OUT"/ck/n1000_rel_s2_24k.gen "$OUT"/ck/n1000_plainrel_s0.gen \
+    > "$HERE/n1000_gap_error.txt"
+python "$HERE/rename_people.py" "$OUT/data_n1000/raw/qa1_test.txt" "$N1000/dict.src.txt" "$OUT/qa1_test_n1000_people.txt"
+nesyseq evaluate qa --checkpoint "$OUT"/ck/n1000_rel_s0/checkpoint_best.pt \
+    --checkpoint "$OUT"/ck/n1000_rel_s1/checkpoint_best.pt --checkpoint "$OUT"/ck/n1000_rel_s2/checkpoint_best.pt \
+    --babi-file "$OUT/data_n1000/raw/qa1_test.txt" --babi-file "$OUT/qa1_test_n1000_people.txt" --out "$OUT/ext_n1000"
+cp "$OUT/ext_n1000/qa_external.md" "$HERE/n1000_people_renamed_external.md"

@@ -5,6 +5,7 @@
 #                                              scripts) and prints the error on SUBSET (test)
 set -euo pipefail
 OUT=$1 N=$2 D=$3 SUB=${4:-test}
+D=$(cd "$D" && pwd)   # absolute: the error step below runs from the repository root
 G=$OUT/ck/$N.gen; [ "$SUB" = test ] || G=$OUT/ck/$N.$SUB.gen
 HERE=$(cd "$(dirname "$0")/../../.." && pwd)
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} fairseq-generate "$D" --user-dir "$HERE/user_dir" --task babi_qa \
