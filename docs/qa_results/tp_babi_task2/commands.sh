@@ -23,6 +23,7 @@ done
 # (d) depth: 3 encoder layers from scratch (stopped at 13,500), and from each seed's task-1
 # model grown to 3 layers (stopped by hand once the valid loss was <= 0.03 bits: seed 0 at
 # 16,000 updates, seed 1 at 9,500, seed 2 at ~5,700)
+# (continued 2026-11-26 from its last checkpoint with STOP_BITS=0.008; stopped by hand at ~24,000)
 "$REL/train.sh" "$OUT" t2_e3_s0 "$T2" 0 40000 $OPTS --encoder-layers 3
 for s in 0 1 2; do
   python "$HERE/warm_start.py" "$OUT/ck/t1_rel_s$s/checkpoint_best.pt" "$OUT/data_n10/bin/task1" "$T2" \
