@@ -90,3 +90,20 @@ nesyseq evaluate qa --checkpoint "$OUT"/ck/n1000_rel_s0/checkpoint_best.pt \
     --checkpoint "$OUT"/ck/n1000_rel_s1/checkpoint_best.pt --checkpoint "$OUT"/ck/n1000_rel_s2/checkpoint_best.pt \
     --babi-file "$OUT/data_n1000/raw/qa1_test.txt" --babi-file "$OUT/qa1_test_n1000_people.txt" --out "$OUT/ext_n1000"
 cp "$OUT/ext_n1000/qa_external.md" "$HERE/n1000_people_renamed_external.md"
+# 64 relative buckets instead of 32 at 1,000 names (2026-11-26, twelfth session): the symbolic
+# model to 36,000 updates and its twin to 12,000, 3 seeds each, same stop rule; then the same
+# analyses as above
+REL64=${REL/--encoder-relative-buckets 32/--encoder-relative-buckets 64}
+for s in 0 1 2; do
+  "$HERE/train.sh" "$OUT" n1000_rel64_s$s "$N1000" $s 36000 $REL64
+  "$HERE/test_error.sh" "$OUT" n1000_rel64_s$s "$N1000"
+  python "$HERE/../tp_babi_s10k/failure_modes.py" "$OUT/ck/n1000_rel64_s$s.gen" > "$HERE/n1000_rel64_s${s}_failure_modes.txt"
+  FLAGS="" "$HERE/train.sh" "$OUT" n1000_plainrel64_s$s "$N1000" $s 12000 $REL64
+  "$HERE/test_error.sh" "$OUT" n1000_plainrel64_s$s "$N1000"
+done
+python "$HERE/gap_error.py" "$OUT"/ck/n1000_rel64_s{0,1,2}.gen "$OUT"/ck/n1000_plainrel64_s{0,1,2}.gen > "$HERE/n1000_rel64_gap_error.txt"
+python "$HERE/plateau_exit.py" "$HERE"/n1000_rel64_s*_valid.txt "$HERE"/n1000_plainrel64_s*_valid.txt
+nesyseq evaluate qa --checkpoint "$OUT"/ck/n1000_rel64_s0/checkpoint_best.pt \
+    --checkpoint "$OUT"/ck/n1000_rel64_s1/checkpoint_best.pt --checkpoint "$OUT"/ck/n1000_rel64_s2/checkpoint_best.pt \
+    --babi-file "$OUT/data_n1000/raw/qa1_test.txt" --babi-file "$OUT/qa1_test_n1000_people.txt" --out "$OUT/ext_n1000_rel64"
+cp "$OUT/ext_n1000_rel64/qa_external.md" "$HERE/n1000_rel64_people_renamed_external.md"
