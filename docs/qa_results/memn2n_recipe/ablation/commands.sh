@@ -5,22 +5,41 @@
 #   no_ls: no linear start; the reference's schedule without it (config_babi.m: lr 0.01, halved
 #          every 25 epochs, 100 epochs), i.e. LR = 0.01 x 32 = 0.32 with --sentence-avg
 #   no_rn: --random-noise 0 (linear start and the schedule kept)
+#   adam:  linear start and random noise kept (the memnet_babi preset), the optimiser of the
+#          earlier runs instead of SGD + the step schedule: configs/qa_train.sh (Adam lr 1e-3, clip
+#          5.0, lr halved on a valid plateau, patience 3), 120 epochs' worth of updates (33,840)
 # The full recipe is docs/qa_results/memn2n_recipe/full_120_epochs/.
-#   commands.sh OUT [SEEDS]
+#   commands.sh OUT [SEEDS] [VARIANTS]
 set -euo pipefail
-OUT=${1:?OUT}; SEEDS=${2:-"0 1 2"}
+OUT=${1:?OUT}; SEEDS=${2:-"0 1 2"}; VARIANTS=${3:-"no_ls no_rn adam"}
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../../../.." && pwd)
-for s in $SEEDS; do
-  LS_EPOCHS=0 LR=0.32 EPOCHS=100 "$ROOT/configs/qa_memn2n_recipe.sh" "$OUT/no_ls" memnet "$s" 2
-  EXTRA="--random-noise 0" "$ROOT/configs/qa_memn2n_recipe.sh" "$OUT/no_rn" memnet "$s" 2
-done
-for v in no_ls no_rn; do
-  runs=()
-  for s in $SEEDS; do
+for s in $SEEDS; do for v in $VARIANTS; do
+  case $v in
+    no_ls) EXTRA="" LS_EPOCHS=0 LR=0.32 EPOCHS=100 "$ROOT/configs/qa_memn2n_recipe.sh" "$OUT/no_ls" memnet "$s" 2 ;;
+    no_rn) EXTRA="--random-noise 0" "$ROOT/configs/qa_memn2n_recipe.sh" "$OUT/no_rn" memnet "$s" 2 ;;
+    adam)  # the same data as the recipe script prepares, then qa_train
+      if [ ! -f "$OUT/adam/data/.done" ]; then
+        ${PYTHON:-python} -m nesyseq_cli.main prepare qa --generate --out "$OUT/adam/data" --tasks 2 \
+            --zero-shot rooms,objects,people --num-names 4 --train-stories 2000 --test-stories 200 --seed 0 >/dev/null
+        touch "$OUT/adam/data/.done"
+      fi
+      mkdir -p "$OUT/adam/ck"
+      ( HERE=$ROOT LR=0.001 LR_PATIENCE=3; source "$ROOT/configs/qa_train.sh"
+        qa_train "$OUT/adam/data/bin/task2" "$OUT/adam/ck/memnet_t2_s$s" "$s" 33840 --arch memnet_babi \
+            --embed-dim 50 --hops 3 --max-story 50 --linear-start-epochs 20 ) ;;
+    *) echo "commands.sh: unknown variant '$v' (no_ls, no_rn, adam)" >&2; exit 2 ;;
+  esac
+done; done
+# evaluate every seed trained so far (the script may run once per seed)
+for v in no_ls no_rn adam; do
+  runs=(); done_seeds=()
+  for s in 0 1 2 3 4; do
+    grep -qs "done training" "$OUT/$v/ck/memnet_t2_s$s.log" || continue   # finished runs only
+    done_seeds+=("$s")
     runs+=(--run "model=memnet,task=2,seed=$s,ckpt=$OUT/$v/ck/memnet_t2_s$s/checkpoint_best.pt,data=$OUT/$v/data/bin/task2,split=original,subset=test")
   done
   ${PYTHON:-python} -m nesyseq_cli.main evaluate qa "${runs[@]}" --out "$OUT/$v/report"
   cp "$OUT/$v/report/qa_results.csv" "$HERE/${v}_qa_results.csv"
-  for s in $SEEDS; do grep "valid on" "$OUT/$v/ck/memnet_t2_s$s.log" | sed 's/^.*| INFO | valid | //' \
+  for s in "${done_seeds[@]}"; do grep "valid on" "$OUT/$v/ck/memnet_t2_s$s.log" | sed 's/^.*| INFO | valid | //' \
       > "$HERE/${v}_memnet_t2_s${s}_valid.txt"; done
 done
