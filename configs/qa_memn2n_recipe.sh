@@ -6,10 +6,10 @@
 # The reference sums the loss over the batch (build_model.m: loss.size_average = false) and
 # clips each weight's gradient at norm 40 (nn/Weight.m); fairseq averages (--sentence-avg: per
 # question) and clips the global norm, so lr = 0.005 x 32 = 0.16 and clip = 40 / 32 = 1.25.
-#   configs/qa_memn2n_recipe.sh OUT "memnet smn" "0 1 2" [TASK]
+#   configs/qa_memn2n_recipe.sh OUT "memnet smn" "0 1 2" [TASK]   (MODELS "" = prepare the data only)
 # Data: the Table 2 set of configs/qa_zero_shot_sweep.sh (2,000 train stories, seed 0).
 set -euo pipefail
-OUT=$1; MODELS=${2:-"memnet smn"}; SEEDS=${3:-"0"}; TASK=${4:-2}
+OUT=$1; MODELS=${2-"memnet smn"}; SEEDS=${3:-"0"}; TASK=${4:-2}
 EPOCHS=${EPOCHS:-120}; LS_EPOCHS=${LS_EPOCHS:-20}; LR=${LR:-0.16}; CLIP=${CLIP:-1.25}
 read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

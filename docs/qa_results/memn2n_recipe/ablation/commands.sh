@@ -17,13 +17,8 @@ for s in $SEEDS; do for v in $VARIANTS; do
   case $v in
     no_ls) EXTRA="" LS_EPOCHS=0 LR=0.32 EPOCHS=100 "$ROOT/configs/qa_memn2n_recipe.sh" "$OUT/no_ls" memnet "$s" 2 ;;
     no_rn) EXTRA="--random-noise 0" "$ROOT/configs/qa_memn2n_recipe.sh" "$OUT/no_rn" memnet "$s" 2 ;;
-    adam)  # the same data as the recipe script prepares, then qa_train
-      if [ ! -f "$OUT/adam/data/.done" ]; then
-        ${PYTHON:-python} -m nesyseq_cli.main prepare qa --generate --out "$OUT/adam/data" --tasks 2 \
-            --zero-shot rooms,objects,people --num-names 4 --train-stories 2000 --test-stories 200 --seed 0 >/dev/null
-        touch "$OUT/adam/data/.done"
-      fi
-      mkdir -p "$OUT/adam/ck"
+    adam)  # the recipe script's data step only (no models), then qa_train
+      "$ROOT/configs/qa_memn2n_recipe.sh" "$OUT/adam" "" "$s" 2
       ( HERE=$ROOT LR=0.001 LR_PATIENCE=3; source "$ROOT/configs/qa_train.sh"
         qa_train "$OUT/adam/data/bin/task2" "$OUT/adam/ck/memnet_t2_s$s" "$s" 33840 --arch memnet_babi \
             --embed-dim 50 --hops 3 --max-story 50 --linear-start-epochs 20 ) ;;
