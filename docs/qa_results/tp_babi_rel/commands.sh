@@ -107,3 +107,24 @@ nesyseq evaluate qa --checkpoint "$OUT"/ck/n1000_rel64_s0/checkpoint_best.pt \
     --checkpoint "$OUT"/ck/n1000_rel64_s1/checkpoint_best.pt --checkpoint "$OUT"/ck/n1000_rel64_s2/checkpoint_best.pt \
     --babi-file "$OUT/data_n1000/raw/qa1_test.txt" --babi-file "$OUT/qa1_test_n1000_people.txt" --out "$OUT/ext_n1000_rel64"
 cp "$OUT/ext_n1000_rel64/qa_external.md" "$HERE/n1000_rel64_people_renamed_external.md"
+# 64 relative buckets at 10 and 100 names (2026-11-26, thirteenth session): the Fig. 1 runs above
+# again with --encoder-relative-buckets 64, symbolic and twin, 3 seeds, 20,000 updates at most,
+# the same stop rule (two lanes, one per name count, run side by side)
+for s in 0 1 2; do
+  for L in 10 100; do
+    D=$OUT/data_n$L/bin/task1
+    "$HERE/train.sh" "$OUT" n${L}_rel64_s$s "$D" $s 20000 $REL64
+    "$HERE/test_error.sh" "$OUT" n${L}_rel64_s$s "$D"
+    FLAGS="" "$HERE/train.sh" "$OUT" n${L}_plainrel64_s$s "$D" $s 20000 $REL64
+    "$HERE/test_error.sh" "$OUT" n${L}_plainrel64_s$s "$D"
+  done
+done
+# the per-epoch valid lines of each log, as in the *_valid.txt files kept here
+for L in 10 100; do for m in rel64 plainrel64; do for s in 0 1 2; do
+  sed -n 's/.* | INFO | valid | //p' "$OUT/ck/n${L}_${m}_s$s.log" > "$HERE/n${L}_${m}_s${s}_valid.txt"
+  python "$HERE/../tp_babi_s10k/failure_modes.py" "$OUT/ck/n${L}_${m}_s$s.gen" > "$HERE/n${L}_${m}_s${s}_failure_modes.txt"
+done; done; done
+python "$HERE/plateau_exit.py" "$HERE"/n10_rel64_s*_valid.txt "$HERE"/n10_plainrel64_s*_valid.txt \
+    "$HERE"/n100_rel64_s*_valid.txt "$HERE"/n100_plainrel64_s*_valid.txt
+python "$HERE/gap_error.py" "$OUT"/ck/n10_rel64_s{0,1,2}.gen "$OUT"/ck/n10_plainrel64_s{0,1,2}.gen \
+    "$OUT"/ck/n100_rel64_s{0,1,2}.gen "$OUT"/ck/n100_plainrel64_s{0,1,2}.gen > "$HERE/n10_n100_rel64_gap_error.txt"
