@@ -37,3 +37,9 @@ for n in t2_rel_s0 t2_e3_from_t1_s0 t2_e3_from_t1_s1 t2_e3_from_t1_s2; do
   python "$REL/task2_failure_modes.py" "$OUT/ck/$n.gen"
 done
 for sub in test_t1 test_t2; do "$REL/test_error.sh" "$OUT" j12_rel_s0 "$OUT/joint12/bin" $sub; done
+# (e) 3 encoder layers from scratch with 64 relative buckets, seeds 0 and 1 (2026-11-26,
+# thirteenth session; stopped for time at the end of the session, ≈ 5,700 updates)
+for s in 0 1; do
+  STOP_BITS=0.008 "$REL/train.sh" "$OUT" t2_e3r64_s$s "$T2" $s 40000 \
+      ${OPTS/--encoder-relative-buckets 32/--encoder-relative-buckets 64} --encoder-layers 3
+done
