@@ -28,8 +28,9 @@ done; done
 # evaluate every seed trained so far (the script may run once per seed)
 for v in no_ls no_rn adam; do
   runs=(); done_seeds=()
-  for s in 0 1 2 3 4; do
-    grep -qs "done training" "$OUT/$v/ck/memnet_t2_s$s.log" || continue   # finished runs only
+  for log in "$OUT/$v/ck"/memnet_t2_s*.log; do
+    grep -qs "done training" "$log" || continue   # finished runs only (no match: the glob itself)
+    s=${log##*_s}; s=${s%.log}
     done_seeds+=("$s")
     runs+=(--run "model=memnet,task=2,seed=$s,ckpt=$OUT/$v/ck/memnet_t2_s$s/checkpoint_best.pt,data=$OUT/$v/data/bin/task2,split=original,subset=test")
   done
