@@ -43,7 +43,7 @@ def run(args) -> int:
     from data_prep.entailment_data import (DEFAULT_SPECS, SPLITS, FormulaError, generate_splits,
                                            heuristic_accuracy, joint_heuristic_accuracy, read_file,
                                            write_file)
-    from data_prep.math_generate import atomic_write_bytes
+    from nesyseq_common.atomic import atomic_write_bytes
     from nesyseq_common.errors import UserError
 
     if args.generate:

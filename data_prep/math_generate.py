@@ -62,6 +62,8 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from nesyseq_common.atomic import atomic_write_bytes
+
 TRAIN_SPLITS = ("train-easy", "train-medium", "train-hard")
 TEST_SPLITS = ("interpolate", "extrapolate")
 SPLITS = TRAIN_SPLITS + TEST_SPLITS
@@ -228,24 +230,6 @@ def _sha256(path: str) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` via ``path.tmp-<pid>`` + fsync + ``os.replace``."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    try:  # make the rename itself durable
-        dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:  # pragma: no cover - e.g. filesystems without directory fsync
-        pass
 
 
 def is_complete(job: Job) -> bool:

@@ -63,9 +63,10 @@ import pathlib
 import re
 import shutil
 import sys
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Tuple
 
-from data_prep.math_generate import SPLITS, TEST_SPLITS, TRAIN_SPLITS, atomic_write_bytes
+from data_prep.math_generate import SPLITS, TEST_SPLITS, TRAIN_SPLITS
+from nesyseq_common.atomic import atomic_write_bytes
 
 SPACE = "\u2581"  # '▁', the visible placeholder for ' '
 UNK = "<unk>"

@@ -9,8 +9,8 @@ import shutil
 from collections import Counter
 from typing import Dict, List, Optional
 
-from data_prep.math_generate import atomic_write_bytes
 from data_prep.qa_babi import QAExample, discover_tasks, parse_babi_file
+from nesyseq_common.atomic import atomic_write_bytes
 from nesyseq_common.errors import UserError
 
 

@@ -85,7 +85,7 @@ def rename_lines(lines: Sequence[str], mapping: Dict[str, str], path: str = "<st
 
 def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
     """Write ``out/{stem}_{kind}.txt`` for each kind; returns the paths."""
-    from data_prep.math_generate import atomic_write_bytes
+    from nesyseq_common.atomic import atomic_write_bytes
     from data_prep.qa_babi import parse_babi_lines, read_babi_lines
 
     lines = read_babi_lines(babi_file)

@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
-from data_prep.math_generate import atomic_write_bytes
+from nesyseq_common.atomic import atomic_write_bytes
 from nesyseq_common.errors import UserError
 
 _PLACEHOLDER = re.compile(r"\s+")

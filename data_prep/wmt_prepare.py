@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
-from data_prep.math_generate import atomic_write_bytes
+from nesyseq_common.atomic import atomic_write_bytes
 from nesyseq_common.errors import UserError
 from nesyseq_common.fairseq_cli import fairseq_bin, small_cpu_env
 

@@ -21,7 +21,6 @@ The two steps of BERT's tokenizer, as the authors' tokenization.py runs them
 """
 from __future__ import annotations
 
-import os
 import unicodedata
 from pathlib import Path
 from typing import Iterable, List
@@ -141,24 +140,25 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    from nesyseq_common.atomic import atomic_write
     from nesyseq_common.errors import UserError
     try:
         tok = WordPiece(args.vocab, cased=args.cased)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    tmp = args.output.with_name(args.output.name + f".tmp-{os.getpid()}")
     lineno = 0
-    try:
+
+    def write(tmp: str) -> None:
+        nonlocal lineno
         with open(args.input, encoding="utf-8", newline="\n") as src, open(tmp, "w", encoding="utf-8") as dst:
             for line in src:
                 lineno += 1
                 dst.write(" ".join(tok.tokenize(line.rstrip("\n"))) + "\n")
-        os.replace(tmp, args.output)
+
+    try:
+        atomic_write(args.output, write)
     except UnicodeDecodeError as exc:
         raise UserError(f"{args.input}:{lineno + 1}: not UTF-8 ({exc.reason})") from None
     except OSError as exc:
         raise UserError(f"{exc.filename}: {exc.strerror}") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return 0

@@ -17,7 +17,7 @@ import io
 import os
 from pathlib import Path
 
-from data_prep.math_generate import atomic_write_bytes
+from nesyseq_common.atomic import atomic_write_bytes
 
 DEFAULT_SPLITS = "validate,test_easy,test_hard,test_big,test_massive,test_exam"
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from data_prep.math_generate import atomic_write_bytes
 from evaluations.plotting import pyplot, save_png
+from nesyseq_common.atomic import atomic_write_bytes
 
 SPLITS = ("interpolate", "extrapolate")
 _STEP_RE = re.compile(r"checkpoint_\d+_(\d+)\.pt$")

@@ -16,17 +16,18 @@ import argparse
 import csv
 import io
 import json
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from data_prep.math_generate import atomic_write_bytes
 from data_prep.math_preprocess import decode_chars
 from evaluations.math_compare import Entry, checkpoint_steps, format_steps, write_comparison
 from evaluations.plotting import pyplot, save_png
+from nesyseq_common.atomic import atomic_write_bytes
 from nesyseq_common.errors import UserError
 from nesyseq_common.fairseq_cli import USER_DIR, fairseq_generate
+from nesyseq_common.generate_output import read_generate_output
 
 SUBSETS = OrderedDict([("test", "interpolate"), ("test1", "extrapolate")])
 # fairseq-generate prints T-lines with escape_unk=True: an unknown target symbol is "<<unk>>"
@@ -62,27 +63,6 @@ class SplitScore:
     @property
     def n(self) -> int:
         return sum(m.n for m in self.modules.values())
-
-
-def read_generate_output(path: Path) -> Dict[int, Dict[str, str]]:
-    """Parse fairseq-generate's S-/T-/H- lines into {id: {'S':…, 'T':…, 'H':…}}."""
-    out: Dict[int, Dict[str, str]] = defaultdict(dict)
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            tag, _, rest = line.rstrip("\n").partition("-")
-            if tag not in ("S", "T", "H") or "\t" not in rest:
-                continue
-            ident, _, payload = rest.partition("\t")
-            if not ident.isdigit():
-                continue
-            if tag == "H":
-                _score, _, payload = payload.partition("\t")
-            if tag in out[int(ident)]:
-                if tag == "H":  # --nbest > 1: keep the best (first) hypothesis
-                    continue
-                raise UserError(f"{path}:{lineno}: duplicate {tag}-{ident} line")
-            out[int(ident)][tag] = payload
-    return dict(out)
 
 
 def read_modules(path: Path) -> List[str]:

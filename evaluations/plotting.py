@@ -3,7 +3,7 @@ import io
 import logging
 from pathlib import Path
 
-from data_prep.math_generate import atomic_write_bytes
+from nesyseq_common.atomic import atomic_write_bytes
 
 
 def pyplot():

@@ -31,8 +31,8 @@ import statistics
 from pathlib import Path
 from typing import Dict, List
 
-from data_prep.math_generate import atomic_write_bytes
 from evaluations.seed_stats import aggregate
+from nesyseq_common.atomic import atomic_write_bytes
 from nesyseq_common.errors import UserError
 
 REQUIRED = ("model", "task", "seed", "ckpt", "data")

@@ -22,8 +22,8 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from data_prep.math_generate import atomic_write_bytes
 from evaluations.seed_stats import aggregate
+from nesyseq_common.atomic import atomic_write_bytes
 from nesyseq_common.errors import UserError
 
 

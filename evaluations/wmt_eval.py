@@ -11,26 +11,22 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import List, Optional
 
-from data_prep.math_generate import atomic_write_bytes
+from nesyseq_common.atomic import atomic_write_bytes
 from nesyseq_common.errors import UserError
 from nesyseq_common.fairseq_cli import USER_DIR, fairseq_generate
+from nesyseq_common.generate_output import read_generate_output
 
 
 def read_hypotheses(path: Path, n: int) -> List[str]:
-    """``H-<id>\\tscore\\ttext`` lines of fairseq-generate, put back in input order."""
-    hyps: Dict[int, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("H-"):
-                head, _score, *text = line.rstrip("\n").split("\t")
-                hyps[int(head[2:])] = text[0] if text else ""
-    missing = [i for i in range(n) if i not in hyps]
+    """The hypotheses of fairseq-generate's ``H-<id>`` lines, put back in input order."""
+    records = read_generate_output(path)
+    missing = [i for i in range(n) if "H" not in records.get(i, {})]
     if missing:
         raise UserError(f"{path}: no hypothesis for {len(missing)} of {n} sentences "
                         f"(first id {missing[0]}); was a sentence skipped as too long?")
-    return [hyps[i] for i in range(n)]
+    return [records[i]["H"] for i in range(n)]
 
 
 def detokenize(text: str) -> str:

@@ -45,7 +45,7 @@ def _result_csv(rec: dict) -> Path:
 
 
 def collect(run_dir, stage="evaluate", metric=None):
-    from data_prep.math_generate import atomic_write_bytes
+    from nesyseq_common.atomic import atomic_write_bytes
 
     run_dir = Path(run_dir).resolve()
     recs = [r for r in load_jobs(run_dir)["jobs"] if r["stage"] == stage]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 import zlib
 from pathlib import Path
@@ -135,17 +134,18 @@ def _executor(args, folder: Path, params: dict):
 def _write_job_folder(job, commit: str) -> None:
     from omegaconf import OmegaConf
 
-    from slurm.stage import _atomic_write
+    from nesyseq_common.atomic import atomic_write_text
 
     job.folder.mkdir(parents=True, exist_ok=True)
-    _atomic_write(job.folder / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(job.config)))
-    _atomic_write(job.folder / "command.txt", job.command_line + "\n")
-    _atomic_write(job.folder / "git_commit.txt", commit + "\n")
+    atomic_write_text(job.folder / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(job.config)))
+    atomic_write_text(job.folder / "command.txt", job.command_line + "\n")
+    atomic_write_text(job.folder / "git_commit.txt", commit + "\n")
 
 
 def run(args) -> int:
     from slurm.experiment import build_plan, git_commit
-    from slurm.stage import StageJob, _atomic_write, stage_complete
+    from nesyseq_common.atomic import atomic_write_text
+    from slurm.stage import StageJob, stage_complete
 
     name = Path(args.experiment).stem
     run_dir = Path(args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
@@ -210,12 +210,12 @@ def run(args) -> int:
                 try:
                     sub.result()
                 except Exception as exc:
-                    _atomic_write(run_dir / JOBS_FILE, json.dumps({"experiment": plan.name, "jobs": records},
+                    atomic_write_text(run_dir / JOBS_FILE, json.dumps({"experiment": plan.name, "jobs": records},
                                                                  indent=2) + "\n")
                     raise UserError(f"stage {stage} failed (job {sub.job_id}); see nesyseq status {run_dir}: "
                                     f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}") from None
             previous_ids = []
-    _atomic_write(run_dir / JOBS_FILE, json.dumps({"experiment": plan.name, "git_commit": commit,
+    atomic_write_text(run_dir / JOBS_FILE, json.dumps({"experiment": plan.name, "git_commit": commit,
                                                    "executor": args.executor, "jobs": records}, indent=2) + "\n")
     _print_table(records)
     print(f"run folder: {run_dir}")

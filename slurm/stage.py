@@ -21,15 +21,11 @@ from typing import List, Optional
 
 import submitit
 
+from nesyseq_common.atomic import atomic_write_text
+
 DONE = "DONE.json"
 PREEMPTED = "preempted"  # rank 0 touches it before stopping its child on USR2
 ATTEMPTS = "attempts.json"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def stage_complete(folder: Path, outputs: List[Path]) -> bool:
@@ -55,7 +51,7 @@ class StageJob(submitit.helpers.Checkpointable):
             return {"starts": 0, "requeues": 0}
 
     def _save_attempts(self, state: dict) -> None:
-        _atomic_write(Path(self.folder) / ATTEMPTS, json.dumps(state) + "\n")
+        atomic_write_text(Path(self.folder) / ATTEMPTS, json.dumps(state) + "\n")
 
     # -- the job -----------------------------------------------------------------------
     def __call__(self) -> str:
@@ -95,7 +91,7 @@ class StageJob(submitit.helpers.Checkpointable):
             raise RuntimeError(f"stage finished but its outputs are missing: {missing}")
         if rank != 0:
             return str(folder)
-        _atomic_write(folder / DONE, json.dumps({"finished": time.time(), "starts": state["starts"],
+        atomic_write_text(folder / DONE, json.dumps({"finished": time.time(), "starts": state["starts"],
                                                  "requeues": state["requeues"]}) + "\n")
         return str(folder)
 
@@ -107,7 +103,7 @@ class StageJob(submitit.helpers.Checkpointable):
 
     def checkpoint(self, *args, **kwargs):
         """USR2: stop the child (fairseq keeps checkpoint_last.pt) and requeue, up to max_requeue times."""
-        _atomic_write(Path(self.folder) / PREEMPTED, f"{time.time()}\n")
+        atomic_write_text(Path(self.folder) / PREEMPTED, f"{time.time()}\n")
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             try:

@@ -47,12 +47,12 @@ one-line message names the file and the key.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Dict, List
 
 import torch
+
+from nesyseq_common.atomic import atomic_write
 
 SPECIALS = {"bos": "[CLS]", "pad": "[PAD]", "eos": "[SEP]", "unk": "[UNK]", "mask": "[MASK]"}
 UNARY_LETTERS = {"join": "j", "mu": "m", "cjoin": "c"}
@@ -297,21 +297,6 @@ def _heads(read: _Reader, D1: int) -> Dict[str, int]:
 
 # ----------------------------------------------------------------------------- fairseq side
 
-def _atomic(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".tmp-")
-    os.close(fd)
-    try:
-        write(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 -> the usual file mode
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def build_fairseq_model(out_dir: Path, words: List[str]):
     """fairseq's own parser, task and model builder, as ``fairseq-train`` would run them."""
     from fairseq import options, tasks
@@ -354,7 +339,7 @@ def convert(checkpoint: Path, config: Path, vocab: Path, out: Path) -> Path:
                               + (f" (and {len(unused) - 1} more)" if len(unused) > 1 else ""))
 
     out.mkdir(parents=True, exist_ok=True)
-    _atomic(out / "dict.txt", lambda p: Path(p).write_text("".join(f"{t} 1\n" for t in lines), encoding="utf-8"))
+    atomic_write(out / "dict.txt", lambda p: Path(p).write_text("".join(f"{t} 1\n" for t in lines), encoding="utf-8"))
     words = arch_and_args(flags)
     cfg_fs, task, model = build_fairseq_model(out, words)
     for name, n in heads.items():
@@ -386,8 +371,8 @@ def convert(checkpoint: Path, config: Path, vocab: Path, out: Path) -> Path:
         "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0}, "previous_training_time": 0,
                         "converted_from": str(checkpoint), "classification_heads": heads},
     }
-    _atomic(out / "model.pt", lambda p: torch.save(state_out, p))
-    _atomic(out / "fairseq_args.txt", lambda p: Path(p).write_text(" ".join(words) + "\n"))
+    atomic_write(out / "model.pt", lambda p: torch.save(state_out, p))
+    atomic_write(out / "fairseq_args.txt", lambda p: Path(p).write_text(" ".join(words) + "\n"))
     return out / "model.pt"
 
 

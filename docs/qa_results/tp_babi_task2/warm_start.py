@@ -23,6 +23,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
 import plugins.checkpoint_safety  # noqa: E402,F401  (the classes a fairseq checkpoint needs)
 from fairseq.data import Dictionary  # noqa: E402
+from nesyseq_common.atomic import atomic_write  # noqa: E402
 from plugins.layers.symbolic import HybridEmbedding  # noqa: E402
 
 VOCAB_KEYS = ("encoder.embedding.embed_tokens.weight", "decoder.embedding.embed_tokens.weight",
@@ -72,9 +73,7 @@ def main(ckpt, src_bin, dst_bin, out_path, encoder_layers=None):
         grow(state["model"], int(encoder_layers))
     state["optimizer_history"] = state.get("optimizer_history", [])[-1:]
     state["last_optimizer_state"] = None
-    tmp = out_path + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, out_path)
+    atomic_write(out_path, lambda tmp: torch.save(state, tmp))
 
 
 if __name__ == "__main__":
