@@ -4,6 +4,10 @@
 set -euo pipefail
 OUT=${1:?OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
+# NAME_valid.txt, kept here for every run: the per-epoch valid lines of OUT/ck/NAME.log, taken
+# after NAME's last training call (the loop at the end of this file; the 64-bucket blocks take
+# theirs as they finish; the first plateau_exit.py call reads the 32-bucket curves as kept here)
+keep_valid() { sed -n 's/.* | INFO | valid | //p' "$OUT/ck/$1.log" > "$HERE/$1_valid.txt"; }
 # data: 10 names, 10,000 train stories (10% held out as valid), 1,000 test stories; the same
 # binaries as `--tasks 1` alone (checked with cmp) and as docs/qa_results/tp_babi_s10k
 python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n10" --tasks 1,2 --num-names 10 \
@@ -102,6 +106,7 @@ for s in 0 1 2; do
   "$HERE/test_error.sh" "$OUT" n1000_plainrel64_s$s "$N1000"
 done
 python "$HERE/gap_error.py" "$OUT"/ck/n1000_rel64_s{0,1,2}.gen "$OUT"/ck/n1000_plainrel64_s{0,1,2}.gen > "$HERE/n1000_rel64_gap_error.txt"
+for s in 0 1 2; do keep_valid n1000_rel64_s$s; keep_valid n1000_plainrel64_s$s; done
 python "$HERE/plateau_exit.py" "$HERE"/n1000_rel64_s*_valid.txt "$HERE"/n1000_plainrel64_s*_valid.txt
 nesyseq evaluate qa --checkpoint "$OUT"/ck/n1000_rel64_s0/checkpoint_best.pt \
     --checkpoint "$OUT"/ck/n1000_rel64_s1/checkpoint_best.pt --checkpoint "$OUT"/ck/n1000_rel64_s2/checkpoint_best.pt \
@@ -119,12 +124,14 @@ for s in 0 1 2; do
     "$HERE/test_error.sh" "$OUT" n${L}_plainrel64_s$s "$D"
   done
 done
-# the per-epoch valid lines of each log, as in the *_valid.txt files kept here
 for L in 10 100; do for m in rel64 plainrel64; do for s in 0 1 2; do
-  sed -n 's/.* | INFO | valid | //p' "$OUT/ck/n${L}_${m}_s$s.log" > "$HERE/n${L}_${m}_s${s}_valid.txt"
+  keep_valid n${L}_${m}_s$s
   python "$HERE/../tp_babi_s10k/failure_modes.py" "$OUT/ck/n${L}_${m}_s$s.gen" > "$HERE/n${L}_${m}_s${s}_failure_modes.txt"
 done; done; done
 python "$HERE/plateau_exit.py" "$HERE"/n10_rel64_s*_valid.txt "$HERE"/n10_plainrel64_s*_valid.txt \
     "$HERE"/n100_rel64_s*_valid.txt "$HERE"/n100_plainrel64_s*_valid.txt
 python "$HERE/gap_error.py" "$OUT"/ck/n10_rel64_s{0,1,2}.gen "$OUT"/ck/n10_plainrel64_s{0,1,2}.gen \
     "$OUT"/ck/n100_rel64_s{0,1,2}.gen "$OUT"/ck/n100_plainrel64_s{0,1,2}.gen > "$HERE/n10_n100_rel64_gap_error.txt"
+# every valid curve kept here, from the final logs (the runs above, t2_rel_s0 at 20,000 updates:
+# ../tp_babi_task2/commands.sh continues it later)
+for f in "$HERE"/*_valid.txt; do keep_valid "$(basename "$f" _valid.txt)"; done
