@@ -85,8 +85,8 @@ def rename_lines(lines: Sequence[str], mapping: Dict[str, str], path: str = "<st
 
 def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
     """Write ``out/{stem}_{kind}.txt`` for each kind; returns the paths."""
-    from nesyseq_common.atomic import atomic_write_bytes
     from data_prep.qa_babi import parse_babi_lines, read_babi_lines
+    from nesyseq_common.atomic import atomic_write_bytes
 
     lines = read_babi_lines(babi_file)
     parse_babi_lines(lines, babi_file, None)        # a malformed input names its file:line here
