@@ -57,6 +57,7 @@ def test_dry_run_prints_every_command_and_runs_nothing(tmp_path):
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "tests/test_trans_cuda.py" in out and "benchmarks/bench_trans.py" in out
+    assert "benchmarks/bench_qa_split.py --device cuda" in out   # issue 23 part 5's GPU updates/s
     trains = [ln for ln in out.splitlines() if "fairseq_cli.train" in ln]
     archs = [ln.split("--arch ")[1].split()[0] for ln in trains]
     assert archs == ["tp_transformer_tiny", "folnet_tiny", "folnet_transformer_tiny", "memnet_babi", "stpr_small",
@@ -150,3 +151,36 @@ def test_loss_curves_are_read_and_compared():
     assert lane.curve_deviation(ref, ref, atol=0.05) == 0
     assert lane.curve_deviation(ref, [(20, 7.5), (40, 4.4)], atol=0.0) == pytest.approx(0.1)
     assert lane.curve_deviation(ref, [(20, 7.5)], atol=0.05) == float("inf")  # stopped or NaN
+
+
+QA_SPLIT_OUT = """\
+INFO:fairseq.tasks.text_to_speech:Please install tensorboardX: pip install tensorboardX
+batch 32, up to 50 sentences (source length 297), 1 thread(s), device cuda, best of 3 x 50 updates
+| model | row-by-row updates/s | vectorised updates/s | ratio |
+|---|---|---|---|
+| memnet | 46.7 | 150.9 | 3.23 |
+/x/fairseq/utils.py:1: UserWarning: a library warning in the middle of the table
+| stpr | 2.1 | 2.6 | 1.27 |
+"""
+
+
+def test_benchmark_tables_reach_the_summary(tmp_path):
+    """The bench steps' figures (bench_trans's --markdown file, bench_qa_split's printed table)
+    are what a GPU session reports; they must land in the dated summary, not only in the logs."""
+    table = lane.markdown_table(QA_SPLIT_OUT)
+    assert table == ["batch 32, up to 50 sentences (source length 297), 1 thread(s), device cuda, best of 3 x 50 updates",
+                     "| model | row-by-row updates/s | vectorised updates/s | ratio |", "|---|---|---|---|",
+                     "| memnet | 46.7 | 150.9 | 3.23 |", "| stpr | 2.1 | 2.6 | 1.27 |"]
+    assert lane.markdown_table("no table\n") == []
+    steps = lane.plan("py", tmp_path, ["bench"])
+    assert [s.name for s in steps] == ["bench", "bench:qa_split"]
+    md = tmp_path / "bench_trans.md"
+    md.write_text("device: H100\n\n| T | impl |\n|---|---|\n| 512 | triton |\n")
+    trans_table = lane.bench_table([str(c) for c in steps[0].cmd], "| printed | not the file |\n")
+    assert trans_table == ["device: H100", "", "| T | impl |", "|---|---|", "| 512 | triton |"]
+    results = [lane.Result(steps[0], 0, 100.0, "", table=trans_table),
+               lane.Result(steps[1], 0, 50.0, "", table=lane.bench_table([str(c) for c in steps[1].cmd], QA_SPLIT_OUT))]
+    text = lane.summary_markdown({"gpu": "H100"}, results, dt.datetime(2026, 11, 26, tzinfo=dt.timezone.utc))
+    assert "## bench:qa_split\n" in text and "| memnet | 46.7 | 150.9 | 3.23 |\n| stpr | 2.1 | 2.6 | 1.27 |" in text
+    assert "bench_qa_split.py --device cuda --updates 50 --repeats 3`" in text
+    assert "## bench\n" in text and "| 512 | triton |" in text and "| printed |" not in text

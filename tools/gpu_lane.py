@@ -15,9 +15,11 @@
           smoke     a few fairseq-train updates on the GPU per model family: tp_transformer,
                     folnet (masked LM, Triton trans), folnet_transformer, memnet and stpr (QA),
                     tpru
-          bench     benchmarks/bench_trans.py (Triton trans kernels vs eager), a small sweep
+          bench     benchmarks/bench_trans.py (Triton trans kernels vs eager), a small sweep;
+                    benchmarks/bench_qa_split.py (the QA models' updates/s with the vectorised
+                    split_story against the row-by-row one, issue 23 part 5)
         and write a dated summary, docs/gpu_runs/<UTC date>_<gpu>.md (GPU, versions, pass
-        counts, the smoke runs' figures), atomically.  ``--dry-run`` prints the commands and
+        counts, the smoke runs' figures, the benchmarks' tables), atomically.  ``--dry-run`` prints the commands and
         runs nothing.
 
 This file uses the standard library only: it runs before anything is installed.
@@ -192,6 +194,9 @@ def plan(py: str, work: Path, steps, families=None, device: str = "cuda") -> Lis
         out.append(Step("bench", [py, str(REPO / "benchmarks" / "bench_trans.py"), "--T", "512", "1024",
                                   "--kinds", "causal", "encdec", "--decode", "--module", "--compile",
                                   "--markdown", str(work / "bench_trans.md")], 600, "bench", str(REPO)))
+        # bAbI-shaped batches of 32 (the runs of docs/qa.md), on the lane's device
+        out.append(Step("bench:qa_split", [py, str(REPO / "benchmarks" / "bench_qa_split.py"), "--device", device,
+                                           "--updates", "50", "--repeats", "3"], 600, "bench", str(REPO)))
     return out
 
 
@@ -225,6 +230,28 @@ def render(steps: List[Step], env: Dict[str, str]) -> str:
 
 
 # --------------------------------------------------------------------------- parsing results
+
+def markdown_table(output: str) -> List[str]:
+    """The markdown table a benchmark printed last on stdout (its ``|`` lines, in order; lines
+    in between, e.g. a library warning on the merged stderr, are left out), preceded by the
+    line above the table when that line says what was measured; [] when it printed none."""
+    lines = output.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("|")), None)
+    if start is None:
+        return []
+    above = [lines[start - 1]] if start and lines[start - 1].strip() else []
+    return above + [ln for ln in lines[start:] if ln.startswith("|")]
+
+
+def bench_table(cmd: List[str], output: str) -> List[str]:
+    """A benchmark's table: the file it wrote with ``--markdown FILE`` (bench_trans.py), else
+    what it printed (``markdown_table``)."""
+    if "--markdown" in cmd:
+        path = Path(cmd[cmd.index("--markdown") + 1])
+        if path.is_file():
+            return path.read_text(encoding="utf-8").rstrip("\n").splitlines()
+    return markdown_table(output)
+
 
 def pytest_counts(output: str) -> Dict[str, int]:
     """{"passed": n, "failed": n, ...} from pytest's last summary line ('== 3 passed, 1 skipped in 2s ==')."""
@@ -296,6 +323,7 @@ class Result:
     log_tail: str
     counts: Dict[str, int] = field(default_factory=dict)
     figures: Dict[str, object] = field(default_factory=dict)
+    table: List[str] = field(default_factory=list)      # a benchmark's markdown table lines
 
     @property
     def ok(self) -> bool:
@@ -346,6 +374,9 @@ def summary_markdown(env: Dict[str, str], results: List[Result], when: _dt.datet
         lines += ["", "## Other steps", "", "| step | exit | seconds |", "|---|---:|---:|"]
         for r in other:
             lines.append(f"| {r.step.name} | {r.returncode} | {r.seconds:.0f} |")
+    for r in (r for r in results if r.step.kind == "bench" and r.table):
+        lines += ["", f"## {r.step.name}", "", "`" + " ".join(shlex.quote(str(c)) for c in r.step.cmd[1:]) + "`", "",
+                  *r.table]
     failed = [r for r in results if not r.ok]
     for r in failed:
         lines += ["", f"### {r.step.name}: exit {r.returncode}", "", "```", r.log_tail.rstrip(), "```"]
@@ -509,6 +540,8 @@ def cmd_run(args) -> int:
             r.counts = pytest_counts(out)
         elif s.kind == "train":
             r.figures = train_figures(" ".join(map(str, s.cmd)) + "\n" + out)
+        elif s.kind == "bench":
+            r.table = bench_table([str(c) for c in s.cmd], out)
         results.append(r)
         print(f"    {'ok' if r.ok else 'FAILED'} ({r.seconds:.0f}s)", flush=True)
     when = _dt.datetime.now(_dt.timezone.utc)
