@@ -2,6 +2,7 @@
 to fairseq data for ``--task babi_qa``.
 
     nesyseq prepare qa --source tasks_1-20_v1-2/en --out data/babi --tasks 1,2,3
+    nesyseq prepare qa --train my_train.txt --test my_test.txt --tasks 2 --out data/mine   # any file names
     nesyseq prepare qa --generate --out data/babi_style --tasks 1,2 --num-names 100 --seed 0
     nesyseq prepare qa --generate --out data/zs --tasks 2,5 --zero-shot rooms,objects,people
     nesyseq prepare qa --generate --out data/appb --tasks b --k 100 --train-stories 10000 --test-stories 1000
@@ -27,6 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--source", metavar="DIR", help="an existing bAbI folder (qa{N}_*_{train,test}.txt "
                                                        "or qa{N}_{train,valid,test}.txt)")
     src.add_argument("--generate", action="store_true", help="generate bAbI-style tasks (labelled bAbI-style)")
+    src.add_argument("--train", metavar="FILE", help="one bAbI-format train file, whatever its name; with --test "
+                                                      "(and --valid, else held out of train) and --tasks N, which "
+                                                      "names the output bin/taskN")
+    parser.add_argument("--test", metavar="FILE", help="with --train: the test file")
+    parser.add_argument("--valid", metavar="FILE", help="with --train: the valid file (default: held out of train)")
     parser.add_argument("--out", metavar="DIR", required=True, help="output directory")
     parser.add_argument("--tasks", default=None, help="comma-separated task numbers (generator: 1,2,3,5,b); "
                                                        "default: all found / 1")
@@ -60,6 +66,7 @@ def run(args) -> int:
     from data_prep.qa_pipeline import prepare_qa
 
     out = prepare_qa(args.out, source=args.source, generate=args.generate, tasks=args.tasks,
+                     train_file=args.train, valid_file=args.valid, test_file=args.test,
                      memory_size=args.memory_size, valid_fraction=args.valid_fraction, seed=args.seed,
                      num_names=args.num_names, zero_shot=args.zero_shot, k=args.k,
                      train_stories=args.train_stories, test_stories=args.test_stories)

@@ -82,11 +82,14 @@ def _binarize(text_dir: pathlib.Path, dest: pathlib.Path, dict_path: pathlib.Pat
 def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks: Optional[str] = None,
                memory_size: int = 50, valid_fraction: float = 0.1, seed: int = 0, num_names: int = 4,
                zero_shot: Optional[str] = None, k: int = 10, train_stories: int = 200,
-               test_stories: int = 200, binarize: bool = True) -> List[str]:
+               test_stories: int = 200, binarize: bool = True, train_file: Optional[str] = None,
+               valid_file: Optional[str] = None, test_file: Optional[str] = None) -> List[str]:
     """Prepare every selected task; returns the ``bin/task{N}`` directories."""
     out = pathlib.Path(out)
-    if bool(source) == bool(generate):
-        raise UserError("give exactly one of --source DIR and --generate")
+    if sum(map(bool, (source, generate, train_file))) != 1:
+        raise UserError("give exactly one of --source DIR, --generate and --train FILE")
+    if (valid_file or test_file) and not train_file:
+        raise UserError("--test / --valid FILE go with --train FILE (--source DIR finds its own files)")
     wanted = None if tasks is None else [t.strip().lower() for t in tasks.split(",") if t.strip()]
     meta = {"seed": seed, "memory_size": memory_size, "valid_fraction": valid_fraction}
     if generate:
@@ -107,6 +110,17 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
         meta.update({"source": "bAbI-style generator (nesyseq data_prep/qa_generate.py)",
                      "num_names": num_names, "zero_shot": zero_shot, "k": k,
                      "train_stories": train_stories, "test_stories": test_stories})
+    elif train_file:
+        if not test_file:
+            raise UserError("--train FILE needs --test FILE")
+        if not wanted or len(wanted) != 1:
+            raise UserError("--train FILE: name the task with --tasks N (one value); the output is bin/taskN")
+        named = {"train": train_file, "test": test_file, **({"valid": valid_file} if valid_file else {})}
+        for split, path in named.items():
+            if not os.path.isfile(path):
+                raise UserError(f"--{split} {path}: no such file")
+        files = {wanted[0]: named}
+        meta["source"] = "bAbI-format files " + ", ".join(f"{k}={os.path.abspath(v)}" for k, v in named.items())
     else:
         found = {str(t): s for t, s in discover_tasks(source).items()}
         if wanted:

@@ -150,6 +150,47 @@ def test_prepare_qa_cli(tmp_path, capsys):
     assert "no bAbI files" in capsys.readouterr().err
 
 
+def test_prepare_qa_from_files_with_any_names(tmp_path, capsys):
+    """--train/--test/--valid FILE take bAbI files whatever their names and give the same
+    binaries as --source on the same files under bAbI's names."""
+    import filecmp
+    import shutil
+
+    from nesyseq_cli.main import main
+
+    held = tmp_path / "held-out corpus"
+    held.mkdir()
+    for split in ("train", "valid", "test"):
+        shutil.copy(FIX / "envalid" / f"qa8_{split}.txt", held / f"lists {split} v2.babi")
+    one_k = tmp_path / "onek"
+    one_k.mkdir()
+    shutil.copy(FIX / "en1k" / "qa1_single-supporting-fact_train.txt", one_k / "a.txt")
+    shutil.copy(FIX / "en1k" / "qa1_single-supporting-fact_test.txt", one_k / "b.txt")
+    for src_dir, task, files in (
+            (FIX / "envalid", "8", ["--train", held / "lists train v2.babi", "--valid", held / "lists valid v2.babi",
+                                    "--test", held / "lists test v2.babi"]),
+            (FIX / "en1k", "1", ["--train", one_k / "a.txt", "--test", one_k / "b.txt"])):
+        assert main(["prepare", "qa", "--source", str(src_dir), "--tasks", task, "--out", str(tmp_path / "s")]) == 0
+        assert main(["prepare", "qa", *map(str, files), "--tasks", task, "--out", str(tmp_path / "f")]) == 0
+        a, b = tmp_path / "s" / "bin" / f"task{task}", tmp_path / "f" / "bin" / f"task{task}"
+        names = sorted(p.name for p in a.iterdir() if p.name != "qa_meta.json")
+        assert names == sorted(p.name for p in b.iterdir() if p.name != "qa_meta.json")
+        assert any(n.startswith("valid.") for n in names) and "unseen.txt" in names
+        match, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
+        assert not mismatch and not errors, (task, mismatch, errors)
+        assert str(held if task == "8" else one_k) in (b / "qa_meta.json").read_text()
+    capsys.readouterr()
+    for argv, message in ((["--train", str(one_k / "a.txt"), "--tasks", "1"], "--train FILE needs --test FILE"),
+                          (["--train", str(one_k / "a.txt"), "--test", str(one_k / "b.txt")], "name the task with --tasks N"),
+                          (["--train", str(one_k / "a.txt"), "--test", str(one_k / "nope.txt"), "--tasks", "1"],
+                           f"--test {one_k / 'nope.txt'}: no such file"),
+                          (["--source", str(FIX / "en1k"), "--test", str(one_k / "b.txt")], "go with --train FILE")):
+        assert main(["prepare", "qa", *argv, "--out", str(tmp_path / "e")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (argv, err)
+    assert not (tmp_path / "e" / "bin").exists()
+
+
 def test_generate_split_redraws_excluded_stories():
     import random
 
