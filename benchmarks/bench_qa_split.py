@@ -86,6 +86,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--markdown", default="", help="also write the caption and the table to this file")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     d = Dictionary()
@@ -97,10 +98,12 @@ def main(argv=None):
     src = make_batch(d, a.batch, a.sentences, a.vocab, g).to(a.device)
     prev = torch.full((a.batch, 1), d.eos(), dtype=torch.long, device=a.device)
     target = torch.randint(d.nspecial, len(d), (a.batch,), generator=g).to(a.device)
-    print(f"batch {a.batch}, up to {a.sentences} sentences (source length {src.size(1)}), "
-          f"{a.threads} thread(s), device {a.device}, best of {a.repeats} x {a.updates} updates")
-    print("| model | row-by-row updates/s | vectorised updates/s | ratio |")
-    print("|---|---|---|---|")
+    device = torch.cuda.get_device_name() if a.device.startswith("cuda") else a.device
+    caption = (f"batch {a.batch}, up to {a.sentences} sentences (source length {src.size(1)}), "
+               f"{a.threads} thread(s), device {device}, torch {torch.__version__}, "
+               f"best of {a.repeats} x {a.updates} updates")
+    table = [caption, "", "| model | row-by-row updates/s | vectorised updates/s | ratio |", "|---|---|---|---|"]
+    print("\n".join(table))
     for name in a.models.split(","):
         best = {}
         losses = {}
@@ -121,7 +124,10 @@ def main(argv=None):
                 best[version] = max(best[version], ups)
         use(VECTORISED)
         assert abs(losses["old"] - losses["new"]) < 1e-4 * max(1.0, abs(losses["old"])), (name, losses)
-        print(f"| {name} | {best['old']:.1f} | {best['new']:.1f} | {best['new'] / best['old']:.2f} |")
+        table.append(f"| {name} | {best['old']:.1f} | {best['new']:.1f} | {best['new'] / best['old']:.2f} |")
+        print(table[-1], flush=True)
+    if a.markdown:
+        Path(a.markdown).write_text("\n".join(table) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

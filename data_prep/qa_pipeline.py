@@ -113,8 +113,10 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
     elif train_file:
         if not test_file:
             raise UserError("--train FILE needs --test FILE")
-        if not wanted or len(wanted) != 1:
-            raise UserError("--train FILE: name the task with --tasks N (one value); the output is bin/taskN")
+        if not wanted or len(wanted) != 1 or not wanted[0].isdigit() or int(wanted[0]) < 1:
+            raise UserError("--train FILE: name the task with --tasks N (one positive number, e.g. the "
+                            f"bAbI task's; got {tasks!r}); the output is bin/taskN")
+        wanted = [str(int(wanted[0]))]          # 02 -> 2: the folder and held-out split of --source
         named = {"train": train_file, "test": test_file, **({"valid": valid_file} if valid_file else {})}
         for split, path in named.items():
             if not os.path.isfile(path):

@@ -6,6 +6,7 @@ flushed to disk, and renamed over the destination.  A crash, a full disk or an e
 while writing leaves the old file (if any) untouched and no temporary behind.
 """
 import os
+import uuid
 from pathlib import Path
 from typing import Callable, Union
 
@@ -16,7 +17,9 @@ def atomic_write(path: PathLike, write: Callable[[str], None]) -> None:
     """Create ``path`` via ``write(tmp)``: ``write`` fills the file named ``tmp`` (e.g.
     ``torch.save(obj, tmp)``), which is fsynced and then ``os.replace``-d onto ``path``."""
     path = Path(path)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    # unique per call: two writers of one path (a signal handler, a rank with the same pid on
+    # another node of a shared file system) never share a temporary; ``*.tmp-*`` sweeps match it
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         write(str(tmp))
         with open(tmp, "rb+") as f:

@@ -70,3 +70,13 @@ def test_read_generate_output_names_the_duplicate_line(tmp_path):
     path.write_text("S-0\ta\nT-0\tb\nT-0\tc\n", encoding="utf-8")
     with pytest.raises(UserError, match=r"gen.txt:3: duplicate T-0 line"):
         read_generate_output(path)
+
+
+def test_wmt_hypotheses_in_input_order_and_a_missing_one_is_named(tmp_path):
+    from evaluations.wmt_eval import read_hypotheses
+
+    path = tmp_path / "generate-test.txt"
+    path.write_text("S-1\tb\nH-1\t-0.2\tzwei\nH-0\t-0.1\teins\nH-0\t-0.9\tworse\nH-2\t-0.5\n", encoding="utf-8")
+    assert read_hypotheses(path, 3) == ["eins", "zwei", ""]       # best of --nbest, empty text kept
+    with pytest.raises(UserError, match=r"no hypothesis for 1 of 4 sentences \(first id 3\)"):
+        read_hypotheses(path, 4)

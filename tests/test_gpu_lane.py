@@ -165,22 +165,23 @@ batch 32, up to 50 sentences (source length 297), 1 thread(s), device cuda, best
 
 
 def test_benchmark_tables_reach_the_summary(tmp_path):
-    """The bench steps' figures (bench_trans's --markdown file, bench_qa_split's printed table)
-    are what a GPU session reports; they must land in the dated summary, not only in the logs."""
+    """The bench steps' figures are what a GPU session reports: each step's --markdown file (or,
+    failing that, the last table it printed) must land in the dated summary, not only in logs."""
     table = lane.markdown_table(QA_SPLIT_OUT)
-    assert table == ["batch 32, up to 50 sentences (source length 297), 1 thread(s), device cuda, best of 3 x 50 updates",
-                     "| model | row-by-row updates/s | vectorised updates/s | ratio |", "|---|---|---|---|",
+    assert table == ["| model | row-by-row updates/s | vectorised updates/s | ratio |", "|---|---|---|---|",
                      "| memnet | 46.7 | 150.9 | 3.23 |", "| stpr | 2.1 | 2.6 | 1.27 |"]
+    two = "| a |\n|---|\n| 1 |\n\nper-kernel:\n| T | k |\n|---|---|\n| 512 | 3 |\n"
+    assert lane.markdown_table(two) == ["| T | k |", "|---|---|", "| 512 | 3 |"]   # the last table
     assert lane.markdown_table("no table\n") == []
     steps = lane.plan("py", tmp_path, ["bench"])
     assert [s.name for s in steps] == ["bench", "bench:qa_split"]
-    md = tmp_path / "bench_trans.md"
-    md.write_text("device: H100\n\n| T | impl |\n|---|---|\n| 512 | triton |\n")
-    trans_table = lane.bench_table([str(c) for c in steps[0].cmd], "| printed | not the file |\n")
+    (tmp_path / "bench_trans.md").write_text("device: H100\n\n| T | impl |\n|---|---|\n| 512 | triton |\n")
+    trans_table = lane.bench_table([str(c) for c in steps[0].cmd], "| printed | not |\n|---|---|\n")
     assert trans_table == ["device: H100", "", "| T | impl |", "|---|---|", "| 512 | triton |"]
-    results = [lane.Result(steps[0], 0, 100.0, "", table=trans_table),
-               lane.Result(steps[1], 0, 50.0, "", table=lane.bench_table([str(c) for c in steps[1].cmd], QA_SPLIT_OUT))]
+    qa_table = lane.bench_table([str(c) for c in steps[1].cmd], QA_SPLIT_OUT)   # its file was not written
+    results = [lane.Result(steps[0], 0, 100.0, "", table=trans_table), lane.Result(steps[1], 0, 50.0, "", table=qa_table)]
     text = lane.summary_markdown({"gpu": "H100"}, results, dt.datetime(2026, 11, 26, tzinfo=dt.timezone.utc))
     assert "## bench:qa_split\n" in text and "| memnet | 46.7 | 150.9 | 3.23 |\n| stpr | 2.1 | 2.6 | 1.27 |" in text
-    assert "bench_qa_split.py --device cuda --updates 50 --repeats 3`" in text
+    assert "`benchmarks/bench_qa_split.py --device cuda --updates 50 --repeats 3 --markdown bench_qa_split.md`" in text
     assert "## bench\n" in text and "| 512 | triton |" in text and "| printed |" not in text
+    assert str(tmp_path) not in text and str(lane.REPO) not in text     # no machine paths in the summary

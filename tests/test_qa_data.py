@@ -184,11 +184,18 @@ def test_prepare_qa_from_files_with_any_names(tmp_path, capsys):
                           (["--train", str(one_k / "a.txt"), "--test", str(one_k / "b.txt")], "name the task with --tasks N"),
                           (["--train", str(one_k / "a.txt"), "--test", str(one_k / "nope.txt"), "--tasks", "1"],
                            f"--test {one_k / 'nope.txt'}: no such file"),
-                          (["--source", str(FIX / "en1k"), "--test", str(one_k / "b.txt")], "go with --train FILE")):
+                          (["--source", str(FIX / "en1k"), "--test", str(one_k / "b.txt")], "go with --train FILE"),
+                          (["--train", str(one_k / "a.txt"), "--test", str(one_k / "b.txt"), "--tasks", "../x"],
+                           "one positive number")):
         assert main(["prepare", "qa", *argv, "--out", str(tmp_path / "e")]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], (argv, err)
     assert not (tmp_path / "e" / "bin").exists()
+    # "01" names the same task as --source's "1": same folder, same held-out valid split
+    assert main(["prepare", "qa", "--train", str(one_k / "a.txt"), "--test", str(one_k / "b.txt"), "--tasks", "01",
+                 "--out", str(tmp_path / "z")]) == 0
+    assert filecmp.cmp(tmp_path / "z" / "bin" / "task1" / "valid.src-tgt.src.bin",
+                       tmp_path / "s" / "bin" / "task1" / "valid.src-tgt.src.bin", shallow=False)
 
 
 def test_generate_split_redraws_excluded_stories():

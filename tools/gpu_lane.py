@@ -196,7 +196,8 @@ def plan(py: str, work: Path, steps, families=None, device: str = "cuda") -> Lis
                                   "--markdown", str(work / "bench_trans.md")], 600, "bench", str(REPO)))
         # bAbI-shaped batches of 32 (the runs of docs/qa.md), on the lane's device
         out.append(Step("bench:qa_split", [py, str(REPO / "benchmarks" / "bench_qa_split.py"), "--device", device,
-                                           "--updates", "50", "--repeats", "3"], 600, "bench", str(REPO)))
+                                           "--updates", "50", "--repeats", "3",
+                                           "--markdown", str(work / "bench_qa_split.md")], 600, "bench", str(REPO)))
     return out
 
 
@@ -232,15 +233,13 @@ def render(steps: List[Step], env: Dict[str, str]) -> str:
 # --------------------------------------------------------------------------- parsing results
 
 def markdown_table(output: str) -> List[str]:
-    """The markdown table a benchmark printed last on stdout (its ``|`` lines, in order; lines
-    in between, e.g. a library warning on the merged stderr, are left out), preceded by the
-    line above the table when that line says what was measured; [] when it printed none."""
-    lines = output.splitlines()
-    start = next((i for i, ln in enumerate(lines) if ln.startswith("|")), None)
-    if start is None:
-        return []
-    above = [lines[start - 1]] if start and lines[start - 1].strip() else []
-    return above + [ln for ln in lines[start:] if ln.startswith("|")]
+    """The last markdown table a benchmark printed (the fallback when it wrote no ``--markdown``
+    file): from the last header row (a ``|`` line followed by a ``|---`` rule) on, its ``|``
+    lines in order; other lines in between (a library warning on the merged stderr) are left
+    out.  [] when it printed none."""
+    lines = [ln for ln in output.splitlines() if ln.startswith("|")]
+    heads = [i for i in range(len(lines) - 1) if lines[i + 1].startswith("|-")]
+    return lines[heads[-1]:] if heads else []
 
 
 def bench_table(cmd: List[str], output: str) -> List[str]:
@@ -338,6 +337,15 @@ class Result:
 
 # --------------------------------------------------------------------------- summary
 
+def _shown(arg) -> str:
+    """A command argument as the summary shows it: paths in the repository relative to it, other
+    absolute paths (the lane's work folder) by their file name only."""
+    s = str(arg)
+    if s.startswith(str(REPO) + os.sep):
+        return s[len(str(REPO)) + 1:]
+    return Path(s).name if os.path.isabs(s) else s
+
+
 def _fmt(x, spec=""):
     return "–" if x is None else format(x, spec)
 
@@ -375,8 +383,8 @@ def summary_markdown(env: Dict[str, str], results: List[Result], when: _dt.datet
         for r in other:
             lines.append(f"| {r.step.name} | {r.returncode} | {r.seconds:.0f} |")
     for r in (r for r in results if r.step.kind == "bench" and r.table):
-        lines += ["", f"## {r.step.name}", "", "`" + " ".join(shlex.quote(str(c)) for c in r.step.cmd[1:]) + "`", "",
-                  *r.table]
+        lines += ["", f"## {r.step.name}", "", "`" + " ".join(shlex.quote(_shown(c)) for c in r.step.cmd[1:]) + "`",
+                  "", *r.table]
     failed = [r for r in results if not r.ok]
     for r in failed:
         lines += ["", f"### {r.step.name}: exit {r.returncode}", "", "```", r.log_tail.rstrip(), "```"]

@@ -7,7 +7,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # NAME_valid.txt, kept here for every run: the per-epoch valid lines of OUT/ck/NAME.log, taken
 # after NAME's last training call (the loop at the end of this file; the 64-bucket blocks take
 # theirs as they finish; the first plateau_exit.py call reads the 32-bucket curves as kept here)
-keep_valid() { sed -n 's/.* | INFO | valid | //p' "$OUT/ck/$1.log" > "$HERE/$1_valid.txt"; }
+keep_valid() {  # the log must exist; the kept file is replaced whole or not at all
+  [ -f "$OUT/ck/$1.log" ] || { echo "keep_valid: $OUT/ck/$1.log: no such log" >&2; return 1; }
+  sed -n 's/.* | INFO | valid | //p' "$OUT/ck/$1.log" > "$HERE/$1_valid.txt.tmp" && mv "$HERE/$1_valid.txt.tmp" "$HERE/$1_valid.txt"
+}
 # data: 10 names, 10,000 train stories (10% held out as valid), 1,000 test stories; the same
 # binaries as `--tasks 1` alone (checked with cmp) and as docs/qa_results/tp_babi_s10k
 python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n10" --tasks 1,2 --num-names 10 \
