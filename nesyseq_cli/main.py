@@ -101,7 +101,14 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     chosen = selected_command(argv)
     parser = build_parser(only=[chosen] if chosen else [])
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # `launch EXPERIMENT [KEY=VALUE ...]`: argparse stops reading a positional list at the
+        # first option, so KEY=VALUE words after options come back here; they are overrides too
+        if hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
+            args.overrides = list(args.overrides) + extra
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         rc = args._run(args)
     except UserError as exc:  # bad input: one clear line, no traceback

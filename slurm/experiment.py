@@ -54,7 +54,10 @@ class Plan:
 
 
 def experiment_names() -> List[str]:
-    return sorted(p.stem for p in EXPERIMENTS.glob("*.yaml"))
+    """The yamls of configs/experiments/ that `nesyseq launch` runs (a ``stages:`` list); the
+    others there are Hydra configs for fairseq-hydra-train (wmt_en_de.yaml)."""
+    return sorted(p.stem for p in EXPERIMENTS.glob("*.yaml")
+                  if any(line.startswith("stages:") for line in p.read_text(encoding="utf-8").splitlines()))
 
 
 def load_experiment(name: str):
