@@ -163,6 +163,23 @@ def external_table(results: List[Dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+CSV_COLUMNS = ("file", "questions", "error", "unseen_types", "types", "unseen_tokens", "tokens")
+
+
+def external_csv(results: List[Dict]) -> str:
+    """One row per (checkpoint, file): the file and its numbers, no checkpoint column, so that
+    ``nesyseq collect`` matches the rows of the seeds of a launch array on the file alone."""
+    import csv
+    import io
+
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(CSV_COLUMNS)
+    for r in results:
+        w.writerow([r["file"], r["questions"], f"{r['error']:.4f}"] + [r[k] for k in CSV_COLUMNS[3:]])
+    return buf.getvalue()
+
+
 def run_external(args) -> int:
     if not args.checkpoint:
         raise UserError("--babi-file needs --checkpoint")
@@ -177,6 +194,7 @@ def run_external(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(str(out / "qa_external.md"), text.encode())
         atomic_write_bytes(str(out / "qa_external.json"), (json.dumps(results, indent=1) + "\n").encode())
-        print(out / "qa_external.md")
-        print(out / "qa_external.json")
+        atomic_write_bytes(str(out / "qa_external.csv"), external_csv(results).encode())
+        for name in ("qa_external.md", "qa_external.json", "qa_external.csv"):
+            print(out / name)
     return 0

@@ -83,3 +83,12 @@ def test_qa_experiment_runs_end_to_end_locally(tmp_path):
     assert len(by_file["qa2_test_people.txt"]["unseen_words"]) == 4
     log = (run_dir / "train" / "stage.log").read_text()
     assert "num_updates" in log and "memn2n_step" in (run_dir / "train" / "command.txt").read_text()
+    # nesyseq collect reads the evaluation's CSV: one row per test file, its error from the json
+    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    md = (run_dir / "collect.md").read_text().splitlines()
+    rows = {Path(ln.split(" | ")[0].lstrip("| ")).name: ln for ln in md if ln.startswith("| /")}
+    assert sorted(rows) == sorted(by_file)
+    for name, x in by_file.items():
+        assert f"| {x['error']:.4g} ± 0 |" in rows[name], (rows[name], x["error"])

@@ -147,6 +147,9 @@ def test_command_line(trained, tmp_path):
                 "--checkpoint", ckpt, "--babi-file", FIXTURE, "--data", data, "--out", tmp_path / "rep"])
     assert "unseen types" in out and "zorba" in out and "(n=2)" in out
     assert (tmp_path / "rep" / "qa_external.json").is_file()
+    rows = (tmp_path / "rep" / "qa_external.csv").read_text().splitlines()
+    assert rows[0] == "file,questions,error,unseen_types,types,unseen_tokens,tokens" and len(rows) == 3
+    assert rows[1] == rows[2] and rows[1].startswith(f"{FIXTURE},")   # the same checkpoint twice
     p = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "evaluate", "qa", "--checkpoint", str(ckpt),
                         "--babi-file", str(MALFORMED), "--data", str(data)], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(REPO)))
