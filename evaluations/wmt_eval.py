@@ -4,7 +4,7 @@
       -> hypotheses in input order, SentencePiece pieces joined back into text
       -> sacrebleu BLEU and chrF against DATA/ref/test.<tgt>, the reference exactly
          as the user gave it to ``nesyseq prepare wmt`` (never the BPE'd text)
-    OUT/hyp.<subset>.<tgt>, OUT/results.json, OUT/generate-<subset>.txt
+    OUT/hyp.<subset>.<tgt>, OUT/results.json, OUT/results.csv (for nesyseq collect), OUT/generate-<subset>.txt
 """
 from __future__ import annotations
 
@@ -85,6 +85,10 @@ def evaluate_wmt(checkpoint, data, subset: str = "test", out_dir=None, beam: int
                    "beam": beam, "lenpen": lenpen, "hypotheses": str(hyp_path),
                    "reference": str(ref_path)})
     atomic_write_bytes(str(out_dir / "results.json"), (json.dumps(result, indent=2) + "\n").encode())
+    # one row for `nesyseq collect` (mean ± std of BLEU and chrF over a launch array's seeds)
+    atomic_write_bytes(str(out_dir / "results.csv"),
+                       (f"subset,beam,lenpen,bleu,chrf\n{subset},{beam},{lenpen},{result['bleu']:.4f},"
+                        f"{result['chrf']:.4f}\n").encode())
     return result
 
 

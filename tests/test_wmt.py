@@ -210,6 +210,9 @@ def test_prepare_train_evaluate_end_to_end(prepared, tmp_path, capsys):
     res = json.loads((out / "results.json").read_text())
     assert res["bleu"] == pytest.approx(direct.score)
     assert res["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    head, row = (out / "results.csv").read_text().splitlines()     # what `nesyseq collect` reads
+    assert head == "subset,beam,lenpen,bleu,chrf" and row.split(",")[:2] == ["test", "2"]
+    assert float(row.split(",")[3]) == pytest.approx(direct.score, abs=1e-4)
     assert all("▁" not in h for h in hyps)  # SentencePiece removed
 
 
