@@ -38,8 +38,16 @@ for n in t2_rel_s0 t2_e3_from_t1_s0 t2_e3_from_t1_s1 t2_e3_from_t1_s2; do
 done
 for sub in test_t1 test_t2; do "$REL/test_error.sh" "$OUT" j12_rel_s0 "$OUT/joint12/bin" $sub; done
 # (e) 3 encoder layers from scratch with 64 relative buckets, seeds 0 and 1 (2026-11-26,
-# thirteenth session; stopped for time at the end of the session, ≈ 5,700 updates)
+# thirteenth session, stopped for time at ≈ 5,700 updates; run again from scratch in the
+# fourteenth session, whose scratch folder was new: the same valid losses through 5,628 updates,
+# stopped by hand for the session's end at 32,361 / 33,768 updates)
 for s in 0 1; do
   STOP_BITS=0.008 "$REL/train.sh" "$OUT" t2_e3r64_s$s "$T2" $s 40000 \
       ${OPTS/--encoder-relative-buckets 32/--encoder-relative-buckets 64} --encoder-layers 3
 done
+for s in 0 1; do
+  sed -n 's/.* | INFO | valid | //p' "$OUT/ck/t2_e3r64_s$s.log" > "$HERE/t2_e3r64_s${s}_valid.txt"
+  "$REL/test_error.sh" "$OUT" t2_e3r64_s$s "$T2"
+  python "$REL/task2_failure_modes.py" "$OUT/ck/t2_e3r64_s$s.gen" > "$HERE/t2_e3r64_s${s}_failure_modes.txt"
+done
+python "$REL/plateau_exit.py" "$HERE"/t2_e3r64_s*_valid.txt
