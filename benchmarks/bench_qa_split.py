@@ -18,6 +18,7 @@ import torch
 from fairseq.data import Dictionary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nesyseq_common.atomic import atomic_write_text  # noqa: E402
 import plugins.models.qa_memnet as qm  # noqa: E402
 import plugins.models.qa_tpr as qt  # noqa: E402
 from tests.test_qa_vectorised import naive_split_story  # noqa: E402
@@ -127,7 +128,7 @@ def main(argv=None):
         table.append(f"| {name} | {best['old']:.1f} | {best['new']:.1f} | {best['new'] / best['old']:.2f} |")
         print(table[-1], flush=True)
     if a.markdown:
-        Path(a.markdown).write_text("\n".join(table) + "\n", encoding="utf-8")
+        atomic_write_text(a.markdown, "\n".join(table) + "\n")
 
 
 if __name__ == "__main__":

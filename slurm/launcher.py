@@ -211,12 +211,12 @@ def run(args) -> int:
                     sub.result()
                 except Exception as exc:
                     atomic_write_text(run_dir / JOBS_FILE, json.dumps({"experiment": plan.name, "jobs": records},
-                                                                 indent=2) + "\n")
+                                                                      indent=2) + "\n")
                     raise UserError(f"stage {stage} failed (job {sub.job_id}); see nesyseq status {run_dir}: "
                                     f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}") from None
             previous_ids = []
     atomic_write_text(run_dir / JOBS_FILE, json.dumps({"experiment": plan.name, "git_commit": commit,
-                                                   "executor": args.executor, "jobs": records}, indent=2) + "\n")
+                                                       "executor": args.executor, "jobs": records}, indent=2) + "\n")
     _print_table(records)
     print(f"run folder: {run_dir}")
     return 0

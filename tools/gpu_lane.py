@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from nesyseq_common.atomic import atomic_write_text as _atomic_write_text  # noqa: E402  (standard library only)
 
 # What the GPU machine brings (and what must match its CUDA build): never downloaded.
 PROVIDED = {"torch", "triton", "torchaudio"}
@@ -392,16 +394,9 @@ def summary_markdown(env: Dict[str, str], results: List[Result], when: _dt.datet
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """The summary, written whole (nesyseq_common.atomic) into a folder made if missing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _atomic_write_text(path, text)
 
 
 def summary_path(docs: Path, when: _dt.datetime, gpu: str) -> Path:
