@@ -12,6 +12,8 @@
 # kept on ENTITY_WORDS; all ours, docs/qa.md); EXTRA="" trains the paper's stpr. memnet / smn /
 # tpr_rnn get no EXTRA. ENTITY_WORDS: comma-separated words entity dropout may pick (default
 # bAbI's people, rooms and objects, data_prep/qa_zero_shot.py; ENTITY_WORDS="": every word).
+# ENTITY_TYPE: rate of --entity-dropout-type added to the default recipe with bAbI's people;
+# rooms; objects as its groups (default 0: off, the recipe of every run before it).
 # RESTORE: continue an earlier OUT: each run starts from RESTORE/ck/MODEL_tTASK_sSEED/checkpoint_best.pt
 # (its weights, optimiser, lr schedule and update count) and trains on up to MAX_UPDATE; the
 # dictionary must be the one that run was trained with (checked). fairseq writes checkpoint_best
@@ -27,6 +29,9 @@ PY=${PYTHON:-python}
 if [ -z "${EXTRA+set}" ]; then   # the default recipe; the word list is looked up only for it
   ENTITY_WORDS=${ENTITY_WORDS-$(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_words; print(entity_words())")}
   EXTRA="--entity-dropout 0.2 --entity-dropout-init-alpha --symbolic-positions --entity-dropout-story 0.3${ENTITY_WORDS:+ --entity-dropout-words $ENTITY_WORDS}"
+  if [ "${ENTITY_TYPE:-0}" != 0 ]; then   # per-type dropout on top (ours): one kind all new at once
+    EXTRA="$EXTRA --entity-dropout-type $ENTITY_TYPE --entity-dropout-groups $(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_groups; print(entity_groups())")"
+  fi
 fi
 read -r -a EXTRA_ARGS <<< "$EXTRA"
 # shellcheck source=configs/qa_train.sh

@@ -54,6 +54,12 @@ def entity_words() -> str:
     return ",".join(w for k in ("people", "rooms", "objects") for w in BABI_ENTITIES[k])
 
 
+def entity_groups() -> str:
+    """bAbI's people; rooms; objects as ``--entity-dropout-groups`` reads them (one group per kind,
+    so ``--entity-dropout-type`` shows the 'people', 'rooms' and 'objects' zero-shot tests)."""
+    return ";".join(",".join(BABI_ENTITIES[k]) for k in ("people", "rooms", "objects"))
+
+
 def word_map(kind: str) -> Dict[str, str]:
     """Lower-case entity -> lower-case replacement for ``kind`` (``all``: the three maps)."""
     if kind not in KINDS:

@@ -178,6 +178,73 @@ def test_entity_words_keep_the_same_draws_on_the_listed_words_only():
         _build(SymbolicTPRModel, entity_dropout=0.2, entity_dropout_words="nobody, , zzz")
 
 
+GROUPS = "mary,john,sandra,daniel;kitchen,garden,office,nobody"   # people; rooms ("nobody": skipped)
+
+
+@pytest.mark.parametrize("cls", [SymbolicTPRModel, TPRRNNModel])
+def test_type_dropout_equals_one_zero_shot_kind_per_example(cls):
+    """--entity-dropout-type 1: each training example equals eval mode after set_unseen of *one*
+    group's words of that example (all its people, or all its rooms), i.e. the 'people' or the
+    'rooms' zero-shot test; which group, per example, is found by trying both."""
+    model, d = _build(cls, entity_dropout_type=1.0, entity_dropout_groups=GROUPS)
+    groups = [{d.index(w) for w in g.split(",")} - {d.unk()} for g in GROUPS.split(";")]
+    src = encode(d, STORIES * 4)
+    torch.manual_seed(5)
+    got = _probs(model.train(), src)
+    seen = set()
+    for b, text in enumerate(STORIES * 4):
+        words = {d.index(w) for w in text.split()}
+        refs = []
+        for g in groups:
+            ref_model = copy.deepcopy(model).eval()
+            ref_model.encoder.set_unseen(sorted(words & g))
+            refs.append(_probs(ref_model, src[b: b + 1])[0])
+        assert (refs[0] - refs[1]).abs().max() > 1e-3, text       # the two kinds are told apart
+        hits = [k for k, r in enumerate(refs) if torch.allclose(got[b], r, rtol=0, atol=1e-12)]
+        assert len(hits) == 1, (b, text)
+        seen.add(hits[0])
+    assert seen == {0, 1}                                          # both groups are drawn
+
+
+def test_type_dropout_rate_options_and_stream():
+    d = make_dict()
+    src = encode(d, STORIES * 300)
+    people = torch.zeros(len(d), dtype=torch.bool)
+    people[[d.index(w) for w in GROUPS.split(";")[0].split(",")]] = True
+    base, _ = _build(SymbolicTPRModel, entity_dropout=0.2, entity_dropout_story=0.3)
+    typed, _ = _build(SymbolicTPRModel, entity_dropout=0.2, entity_dropout_story=0.3,
+                      entity_dropout_type=0.4, entity_dropout_groups=GROUPS)
+    a = base.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(3))
+    b = typed.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a & b, a)                   # the earlier draws are kept (same stream), words only added
+    added = b & ~a
+    assert added.any() and not (added & ~people & ~torch.isin(torch.arange(len(d)), torch.tensor(
+        [d.index(w) for w in GROUPS.split(";")[1].split(",") if d.index(w) != d.unk()]))).any()
+    # alone, at rate 0.4 with two groups: ≈ 0.4 of the examples lose words, ≈ 0.2 all their people
+    only, _ = _build(SymbolicTPRModel, entity_dropout_type=0.4, entity_dropout_groups=GROUPS)
+    c = only.train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(c, only.encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(4)))
+    has = encode_words(d, STORIES * 300)
+    assert abs(c.any(1).float().mean().item() - 0.4) < 0.06
+    all_people = (c & people).sum(1) == (has & people).sum(1)
+    assert abs(all_people.float().mean().item() - 0.2) < 0.05
+    assert not ((c & people).any(1) & (c & ~people).any(1)).any()        # one group per example
+    with pytest.raises(ValueError, match="--entity-dropout-type needs --entity-dropout-groups"):
+        _build(SymbolicTPRModel, entity_dropout_type=0.3)
+    with pytest.raises(ValueError, match="--entity-dropout-groups: group 2"):
+        _build(SymbolicTPRModel, entity_dropout_type=0.3, entity_dropout_groups="mary;nobody,zzz")
+    with pytest.raises(ValueError, match="--entity-dropout-type must"):
+        _build(SymbolicTPRModel, entity_dropout_type=1.5, entity_dropout_groups=GROUPS)
+
+
+def encode_words(d, stories):
+    """(B, V) bool: the words of each story."""
+    out = torch.zeros(len(stories), len(d), dtype=torch.bool)
+    for b, text in enumerate(stories):
+        out[b, [d.index(w) for w in text.split()]] = True
+    return out
+
+
 def test_beta_init_and_freeze():
     d = make_dict()
     src = encode(d, STORIES)

@@ -81,7 +81,7 @@ def test_a_checkpoint_config_from_before_an_option_builds_and_trains(arch, dc):
     from omegaconf import OmegaConf
 
     new = {"entity_dropout_init_alpha", "entity_dropout_words", "beta_init", "freeze_beta", "linear_start_epochs",
-           "random_noise"}
+           "random_noise", "entity_dropout_type", "entity_dropout_groups"}
     old = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
            for f in dataclasses.fields(dc) if f.name not in new | {"_name"}}
     if dc is TPRConfig:

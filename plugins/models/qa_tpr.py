@@ -75,6 +75,16 @@ class TPRConfig(FairseqDataclass):
                 "story dropout shows exactly the all-new test (entities new, verbs and function "
                 "words known). Empty: every context word, as before. Listed words absent from the "
                 "dictionary are skipped; none present is an error (docs/qa.md, issue 23)"})
+    entity_dropout_type: float = field(default=0.0, metadata={
+        "help": "training only (ours): per example, with this probability one group of "
+                "--entity-dropout-groups is drawn uniformly and every context word of it is treated "
+                "as unseen at once (e.g. all the people, rooms and objects known: the 'people' "
+                "zero-shot test), on top of the other draws; alone it also turns the dropout path "
+                "on (docs/qa.md, issue 23)"})
+    entity_dropout_groups: str = field(default="", metadata={
+        "help": "training only (ours): the groups --entity-dropout-type draws from, ';'-separated "
+                "lists of comma-separated words, e.g. 'mary,john;kitchen,garden;milk'. Words absent "
+                "from the dictionary are skipped; a group with none present is an error"})
     entity_dropout_init_alpha: bool = field(default=False, metadata={
         "help": "stpr with --entity-dropout (ours): a dropped word's α also reads as its initial value "
                 "sigmoid(0) = 1/2, which is the α an unseen word has at test time (its logit never "
@@ -173,6 +183,24 @@ def _droppable_words(words: str, dictionary):
     return mask
 
 
+def _dropout_groups(groups: str, dictionary):
+    """--entity-dropout-groups as a (G, V) bool mask over ``dictionary``; None when empty."""
+    listed = [g for g in (groups or "").split(";") if g.strip()]
+    if not listed:
+        return None
+    rows = []
+    for k, g in enumerate(listed):
+        words = [w.strip() for w in g.split(",") if w.strip()]
+        ids = [i for i in (dictionary.index(w) for w in words) if i != dictionary.unk()]
+        if not ids:
+            raise ValueError(f"--entity-dropout-groups: group {k + 1} ({g.strip()!r}) has no word of the "
+                             f"dictionary ({len(dictionary)} words); give words of the training data")
+        row = torch.zeros(len(dictionary), dtype=torch.bool)
+        row[ids] = True
+        rows.append(row)
+    return torch.stack(rows)
+
+
 class TPREncoder(FairseqEncoder):
     def __init__(self, cfg, dictionary, symbolic):
         super().__init__(dictionary)
@@ -197,7 +225,7 @@ class TPREncoder(FairseqEncoder):
         self.Z = nn.Linear(E, V, bias=False)                                   # trained (unlike .data)
         if symbolic:
             self.beta_logit = nn.Parameter(torch.tensor(float(cfg.beta_init)), requires_grad=not cfg.freeze_beta)
-        for name in ("entity_dropout", "entity_dropout_story", "entity_dropout_random_rate"):
+        for name in ("entity_dropout", "entity_dropout_story", "entity_dropout_random_rate", "entity_dropout_type"):
             if not 0.0 <= getattr(cfg, name) <= 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(cfg, name)}")
         self.dropout = nn.Dropout(cfg.dropout)
@@ -205,6 +233,11 @@ class TPREncoder(FairseqEncoder):
         # the config at every build (not saved), so a dictionary extended at test time is fine.
         self.register_buffer("droppable", _droppable_words(getattr(cfg, "entity_dropout_words", ""), dictionary),
                              persistent=False)
+        # (G, V) bool: the groups of --entity-dropout-type; rebuilt at every build like ``droppable``.
+        self.register_buffer("drop_groups", _dropout_groups(getattr(cfg, "entity_dropout_groups", ""), dictionary),
+                             persistent=False)
+        if getattr(cfg, "entity_dropout_type", 0.0) > 0.0 and self.drop_groups is None:
+            raise ValueError("--entity-dropout-type needs --entity-dropout-groups (the word groups it draws from)")
 
     def set_unseen(self, ids):
         """Words unseen in training: zero semantic embedding (A) and output (Z) rows, the paper's
@@ -215,14 +248,16 @@ class TPREncoder(FairseqEncoder):
 
     def _dropping(self) -> bool:
         cfg = self.cfg
-        return self.training and max(cfg.entity_dropout, cfg.entity_dropout_story, cfg.entity_dropout_random_rate) > 0.0
+        return self.training and max(cfg.entity_dropout, cfg.entity_dropout_story, cfg.entity_dropout_random_rate,
+                                     getattr(cfg, "entity_dropout_type", 0.0)) > 0.0
 
     def entity_dropout_mask(self, src_tokens, generator=None, slots=None):
         """(B, V) bool: the words treated as unseen in each example of this training batch.
         Every distinct context word (pad, eos, bos, '.', '?' excepted) is picked independently
         with probability max(P, r), P = --entity-dropout and r ~ U(0, --entity-dropout-random-rate)
         drawn per example (r = 0 when that is off), and every one of them at once with
-        probability --entity-dropout-story; None when off or in eval mode.  ``slots``: the
+        probability --entity-dropout-story, and every word of one group of --entity-dropout-groups
+        (drawn uniformly) at once with probability --entity-dropout-type; None when off or in eval mode.  ``slots``: the
         uncapped ``context_symbols`` of ``src_tokens`` if the caller has them already."""
         if not self._dropping():
             return None
@@ -241,6 +276,13 @@ class TPREncoder(FairseqEncoder):
         picked = u < rate
         if whole is not None:
             picked = picked | (whole < self.cfg.entity_dropout_story)
+        type_rate = getattr(self.cfg, "entity_dropout_type", 0.0)
+        if type_rate > 0.0:                            # likewise drawn only when on, after the others
+            G = self.drop_groups.size(0)
+            on = torch.rand(B, 1, generator=generator, device=src_tokens.device) < type_rate       # (B, 1)
+            k = torch.randint(G, (B,), generator=generator, device=src_tokens.device)             # (B,)
+            in_group = self.drop_groups[k].gather(1, slots.slot_vocab)                            # (B, m)
+            picked = picked | (on & in_group)
         picked = picked & slots.slot_mask
         if self.droppable is not None:                 # same draws, kept on the listed words only
             picked = picked & self.droppable[slots.slot_vocab]
