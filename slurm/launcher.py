@@ -144,7 +144,6 @@ def _write_job_folder(job, commit: str) -> None:
 
 def run(args) -> int:
     from slurm.experiment import build_plan, git_commit
-    from nesyseq_common.atomic import atomic_write_text
     from slurm.stage import StageJob, stage_complete
 
     name = Path(args.experiment).stem
@@ -210,16 +209,23 @@ def run(args) -> int:
                 try:
                     sub.result()
                 except Exception as exc:
-                    atomic_write_text(run_dir / JOBS_FILE, json.dumps({"experiment": plan.name, "jobs": records},
-                                                                      indent=2) + "\n")
+                    _write_jobs(run_dir, plan.name, commit, args.executor, records)
                     raise UserError(f"stage {stage} failed (job {sub.job_id}); see nesyseq status {run_dir}: "
                                     f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}") from None
             previous_ids = []
-    atomic_write_text(run_dir / JOBS_FILE, json.dumps({"experiment": plan.name, "git_commit": commit,
-                                                       "executor": args.executor, "jobs": records}, indent=2) + "\n")
+    _write_jobs(run_dir, plan.name, commit, args.executor, records)
     _print_table(records)
     print(f"run folder: {run_dir}")
     return 0
+
+
+def _write_jobs(run_dir: Path, experiment: str, commit: str, executor: str, records) -> None:
+    """RUN_DIR/jobs.json, the one record `status` and `collect` read: the same keys whether the
+    launch finished or a local stage failed (then it lists the jobs up to the failed one)."""
+    from nesyseq_common.atomic import atomic_write_text
+
+    atomic_write_text(run_dir / JOBS_FILE, json.dumps({"experiment": experiment, "git_commit": commit,
+                                                       "executor": executor, "jobs": records}, indent=2) + "\n")
 
 
 def _print_table(records) -> None:

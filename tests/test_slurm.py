@@ -394,3 +394,17 @@ def test_failure_cause_prefers_the_requeue_limit_over_the_stopped_childs_error(t
     with open(job / "stage.log", "a") as f:
         f.write("KeyboardInterrupt\nnesyseq: not requeued: the limit of 2 requeue(s) is reached (--max-requeue; 3 start(s))\n")
     assert failure_cause(job, "7", str(subm)).startswith("nesyseq: not requeued: the limit of 2 requeue(s)")
+
+
+def test_a_failed_local_stage_still_writes_the_whole_jobs_record(tmp_path):
+    """--executor local, a stage that fails: the launch exits with the stage named, and jobs.json
+    has the same keys as after a finished launch (git commit, executor), so `status` and a later
+    look at the run know which code ran."""
+    run_dir = tmp_path / "failing"
+    proc = nesyseq("launch", "qa", "task=99", "--executor", "local", "--run-dir", run_dir, check=False)
+    assert proc.returncode != 0 and "stage prepare failed" in proc.stderr, proc.stderr
+    record = json.loads((run_dir / "jobs.json").read_text())
+    assert record["experiment"] == "qa" and record["executor"] == "local"
+    assert record["git_commit"] and record["git_commit"] == (Path(record["jobs"][0]["folder"]) / "git_commit.txt").read_text().strip()
+    assert [r["stage"] for r in record["jobs"]] == ["prepare"]
+    assert "FAILED" in nesyseq("status", run_dir, check=False).stdout
