@@ -4,6 +4,7 @@
     nesyseq prepare wmt       clean + SentencePiece + binarize a parallel corpus
     nesyseq evaluate wmt      decode a translation checkpoint, sacrebleu BLEU / chrF
     nesyseq evaluate math     decode a checkpoint, exact match per module, table/CSV/PNG
+    nesyseq evaluate lm       a language model's loss / perplexity (fairseq eval-lm) as a CSV
     nesyseq analyze roles     k-means of TP-Transformer role vectors (paper Fig. 3)
     nesyseq prepare entailment / evaluate entailment   logical entailment (TPRU, docs/tpru.md)
     nesyseq convert folnet    the authors' FOLNet checkpoint (*.pt + *.cfg) -> fairseq checkpoint (docs/folnet.md)
@@ -32,6 +33,7 @@ COMMANDS = {
     ("prepare", "math"): ("data_prep.math_cli", "generate, preprocess and binarize the Mathematics Dataset"),
     ("prepare", "wmt"): ("data_prep.wmt_prepare", "clean, SentencePiece and binarize a parallel corpus (WMT)"),
     ("evaluate", "math"): ("evaluations.math_eval", "exact-match accuracy per module of a checkpoint"),
+    ("evaluate", "lm"): ("evaluations.lm_eval", "a language model's loss and perplexity (fairseq eval-lm) as a table"),
     ("evaluate", "wmt"): ("evaluations.wmt_eval", "decode a translation checkpoint; sacrebleu BLEU and chrF"),
     ("analyze", "roles"): ("evaluations.roles", "k-means clusters of TP-Transformer role vectors (Fig. 3)"),
     ("prepare", "qa"): ("data_prep.qa_cli", "bAbI folder or bAbI-style generator -> fairseq data for --task babi_qa"),

@@ -1,6 +1,8 @@
 """End-to-end smoke tests: every FOLNet variant through the stock fairseq CLIs."""
+import csv
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +11,8 @@ import pytest
 
 from folnet_helpers import single_thread  # noqa: F401  (for the in-process rescoring)
 
-USER_DIR = Path(__file__).resolve().parents[1] / "user_dir"
+REPO = Path(__file__).resolve().parents[1]
+USER_DIR = REPO / "user_dir"
 BIN = Path(sys.executable).parent
 TRAIN_COMMON = ["--optimizer", "adam", "--lr", "1e-3", "--max-update", "4", "--num-workers", "0",
                 "--no-progress-bar", "--log-interval", "1", "--no-epoch-checkpoints", "--seed", "1",
@@ -71,7 +74,19 @@ def test_folnet_lm_language_modeling(mono_data, tmp_path):
          "--sample-break-mode", "none", "--batch-size", "8", "--save-dir", save, *TRAIN_COMMON], tmp_path)
     out = run([BIN / "fairseq-eval-lm", data, "--user-dir", USER_DIR, "--path", last_checkpoint(save),
                "--tokens-per-sample", "32", "--batch-size", "8", "--num-workers", "0", "--gen-subset", "valid"], tmp_path)
-    assert "Loss (base 2)" in out or "perplexity" in out.lower()
+    stock = re.search(r"Loss \(base 2\): ([0-9.]+), Perplexity: ([0-9.]+)", out)
+    assert stock, out[-2000:]
+    # `nesyseq evaluate lm` (the folnet_lm experiment's evaluate stage): the same loss as the stock
+    # tool's log line, in a CSV that `nesyseq collect` reads
+    out2 = run([sys.executable, "-m", "nesyseq_cli.main", "evaluate", "lm", data, "--path", last_checkpoint(save),
+                "--tokens-per-sample", "32", "--gen-subset", "valid", "--cpu", "--out", tmp_path / "res",
+                "--fairseq-args", "--batch-size 8"], REPO)
+    assert "perplexity" in out2
+    rows = list(csv.DictReader(open(tmp_path / "res" / "results.csv")))
+    assert len(rows) == 1 and rows[0]["subset"] == "valid"
+    assert abs(float(rows[0]["loss_base2"]) - float(stock.group(1))) < 6e-5
+    assert abs(float(rows[0]["perplexity"]) - float(stock.group(2))) < 6e-3
+    assert float(rows[0]["loss_base2"]) > 1.0                     # a 4-update model is far from perfect
     # a bad operator spec is a one-line error naming the option and the valid letters
     p = subprocess.run([str(c) for c in [BIN / "fairseq-train", data, "--user-dir", USER_DIR, "--task",
                                          "language_modeling", "--arch", "folnet_lm_tiny", "--folnet-ops", "jmx.atp",
