@@ -78,19 +78,22 @@ def build_parser(only: Optional[Iterable[Tuple[str, Optional[str]]]] = None) -> 
     parser = argparse.ArgumentParser(
         prog="nesyseq",
         description="nesyseq: neuro-symbolic reasoning plugins for fairseq",
+        allow_abbrev=False,
     )
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups = {}
     for (group, name), (module_name, help_text) in COMMANDS.items():
         if name is None:
-            sub = top.add_parser(group, help=help_text, description=help_text,
+            sub = top.add_parser(group, help=help_text, description=help_text, allow_abbrev=False,
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         else:
             if group not in groups:
                 gp = top.add_parser(group, help=GROUP_HELP.get(group, ""),
-                                    description=GROUP_HELP.get(group, ""))
+                                    description=GROUP_HELP.get(group, ""), allow_abbrev=False)
                 groups[group] = gp.add_subparsers(dest="subcommand", metavar="WHAT", required=True)
-            sub = groups[group].add_parser(name, help=help_text, description=help_text,
+            # no prefix matching: an option added later would silently change what an old
+            # abbreviation meant (prepare qa's --test took over --test-stories' prefix)
+            sub = groups[group].add_parser(name, help=help_text, description=help_text, allow_abbrev=False,
                                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         if only is None or (group, name) in only:
             module = importlib.import_module(module_name)

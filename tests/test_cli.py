@@ -48,6 +48,21 @@ def test_bad_input_is_one_line(tmp_path):
     assert "Traceback" not in p.stderr
 
 
+def test_no_option_abbreviations():
+    """A prefix of an option is not that option: with abbreviations on, `prepare qa --tas 2`
+    was --tasks, and an option added later silently changes what an old prefix meant."""
+    from nesyseq_cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["prepare", "qa", "--generate", "--out", "/nonexistent/x", "--tas", "2"])
+    assert exc.value.code == 2
+    top = build_parser()
+    for group, gp in _sub_parsers(top):
+        assert gp.allow_abbrev is False, group
+        for name, leaf in _sub_parsers(gp):
+            assert leaf.allow_abbrev is False, (group, name)
+
+
 HEAVY = ("torch", "fairseq", "numpy", "matplotlib")
 
 
