@@ -123,9 +123,10 @@ def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
 
 
 def read_babi_lines(path: str) -> List[str]:
-    """The lines of a bAbI-format file; a missing or non-UTF-8 file is a one-line error."""
+    """The lines of a bAbI-format file; a missing or non-UTF-8 file is a one-line error.  A UTF-8
+    byte-order mark (Windows editors write one) and CRLF line ends are read as plain text."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             return f.read().splitlines()
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text ({exc.reason})") from None

@@ -92,10 +92,10 @@ def load_with_words(ckpt: str, words: List[str], data: Optional[str] = None):
 
 def _file_tokens(babi_file: str) -> List[str]:
     """Words of a (parsed, so well-formed) bAbI file, each line once: text, and answer on question lines."""
-    from data_prep.qa_babi import tokenize
+    from data_prep.qa_babi import read_babi_lines, tokenize
 
     out = []
-    for line in Path(babi_file).read_text(encoding="utf-8").splitlines():
+    for line in read_babi_lines(babi_file):
         if not line.strip():
             continue
         fields = line.split(" ", 1)[1].split("\t")
