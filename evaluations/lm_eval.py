@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu", action="store_true", help="score on CPU")
     parser.add_argument("--out", required=True, help="folder for results.json and results.csv")
     parser.add_argument("--fairseq-args", default="",
-                        help="more fairseq-eval-lm options, one string, passed unchanged (shell-split)")
+                        help="more fairseq-eval-lm options, one string, passed unchanged (shell-split); "
+                             "a single option needs the = form: --fairseq-args=--context-window=64")
 
 
 def evaluate_lm(data, path, out, subset="test", tokens_per_sample=512, max_tokens=2048, cpu=False, extra=()):
@@ -42,7 +43,7 @@ def evaluate_lm(data, path, out, subset="test", tokens_per_sample=512, max_token
         raise UserError(f"--path {path}: no such checkpoint")
     if not (data / "dict.txt").is_file():
         raise UserError(f"{data}: no dict.txt (is it a fairseq-preprocess --only-source folder?)")
-    if not list(data.glob(f"{subset}*.bin")):
+    if not (data / f"{subset}.bin").is_file():
         raise UserError(f"{data}: no {subset}.bin (--gen-subset {subset}; fairseq-preprocess --{subset}pref …)")
     argv = [str(data), "--user-dir", str(USER_DIR), "--path", str(path), "--gen-subset", subset,
             "--tokens-per-sample", str(tokens_per_sample), "--max-tokens", str(max_tokens),
@@ -63,7 +64,10 @@ def evaluate_lm(data, path, out, subset="test", tokens_per_sample=512, max_token
 def run(args) -> int:
     import shlex
 
-    extra = shlex.split(args.fairseq_args)
+    try:
+        extra = shlex.split(args.fairseq_args)
+    except ValueError as exc:
+        raise UserError(f"--fairseq-args {args.fairseq_args!r}: {exc}") from None
     row = evaluate_lm(args.data, args.path, args.out, args.gen_subset, args.tokens_per_sample,
                       args.max_tokens, args.cpu, extra)
     print(f"{args.path} on {args.gen_subset}: loss {row['loss_base2']:.4f} bits/token, "

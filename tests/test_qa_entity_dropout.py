@@ -231,8 +231,11 @@ def test_type_dropout_rate_options_and_stream():
     assert not ((c & people).any(1) & (c & ~people).any(1)).any()        # one group per example
     with pytest.raises(ValueError, match="--entity-dropout-type needs --entity-dropout-groups"):
         _build(SymbolicTPRModel, entity_dropout_type=0.3)
-    with pytest.raises(ValueError, match="--entity-dropout-groups: group 2"):
-        _build(SymbolicTPRModel, entity_dropout_type=0.3, entity_dropout_groups="mary;nobody,zzz")
+    with pytest.raises(ValueError, match="--entity-dropout-groups: no group has a word"):
+        _build(SymbolicTPRModel, entity_dropout_type=0.3, entity_dropout_groups="zzz;nobody,zzz")
+    # a group absent from the data (task 1 has no objects) is skipped, the others kept
+    skipped, _ = _build(SymbolicTPRModel, entity_dropout_type=0.3, entity_dropout_groups=GROUPS + ";lantern,teapot")
+    assert skipped.encoder.drop_groups.shape == (2, len(d))
     with pytest.raises(ValueError, match="--entity-dropout-type must"):
         _build(SymbolicTPRModel, entity_dropout_type=1.5, entity_dropout_groups=GROUPS)
 

@@ -77,14 +77,15 @@ class TPRConfig(FairseqDataclass):
                 "dictionary are skipped; none present is an error (docs/qa.md, issue 23)"})
     entity_dropout_type: float = field(default=0.0, metadata={
         "help": "training only (ours): per example, with this probability one group of "
-                "--entity-dropout-groups is drawn uniformly and every context word of it is treated "
-                "as unseen at once (e.g. all the people, rooms and objects known: the 'people' "
-                "zero-shot test), on top of the other draws; alone it also turns the dropout path "
-                "on (docs/qa.md, issue 23)"})
+                "--entity-dropout-groups is drawn uniformly (whether or not the example has words of "
+                "it) and every context word of it is treated as unseen at once (e.g. all the people, "
+                "rooms and objects known: the 'people' zero-shot test), on top of the other draws "
+                "and, like them, kept on --entity-dropout-words when that is given; alone it also "
+                "turns the dropout path on (docs/qa.md, issue 23)"})
     entity_dropout_groups: str = field(default="", metadata={
         "help": "training only (ours): the groups --entity-dropout-type draws from, ';'-separated "
-                "lists of comma-separated words, e.g. 'mary,john;kitchen,garden;milk'. Words absent "
-                "from the dictionary are skipped; a group with none present is an error"})
+                "lists of comma-separated words, e.g. 'mary,john;kitchen,garden;milk'. Words and "
+                "groups absent from the dictionary are skipped (logged); none left is an error"})
     entity_dropout_init_alpha: bool = field(default=False, metadata={
         "help": "stpr with --entity-dropout (ours): a dropped word's α also reads as its initial value "
                 "sigmoid(0) = 1/2, which is the α an unseen word has at test time (its logit never "
@@ -184,20 +185,28 @@ def _droppable_words(words: str, dictionary):
 
 
 def _dropout_groups(groups: str, dictionary):
-    """--entity-dropout-groups as a (G, V) bool mask over ``dictionary``; None when empty."""
-    listed = [g for g in (groups or "").split(";") if g.strip()]
+    """--entity-dropout-groups as a (G, V) bool mask over ``dictionary``; None when empty.  A group
+    with no word of the dictionary (task 1 has no objects) is skipped and logged, as are words
+    absent from it; no group left is an error."""
+    listed = [g.strip() for g in (groups or "").split(";") if g.strip()]
     if not listed:
         return None
     rows = []
     for k, g in enumerate(listed):
         words = [w.strip() for w in g.split(",") if w.strip()]
-        ids = [i for i in (dictionary.index(w) for w in words) if i != dictionary.unk()]
-        if not ids:
-            raise ValueError(f"--entity-dropout-groups: group {k + 1} ({g.strip()!r}) has no word of the "
-                             f"dictionary ({len(dictionary)} words); give words of the training data")
-        row = torch.zeros(len(dictionary), dtype=torch.bool)
-        row[ids] = True
-        rows.append(row)
+        ids = [dictionary.index(w) for w in words]
+        missing = [w for w, i in zip(words, ids) if i == dictionary.unk()]
+        if missing:
+            logger.info("--entity-dropout-groups: group %d: %d of %d words are not in the dictionary, skipped: %s",
+                        k + 1, len(missing), len(words), ", ".join(missing))
+        found = [i for i in ids if i != dictionary.unk()]
+        if found:
+            row = torch.zeros(len(dictionary), dtype=torch.bool)
+            row[found] = True
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"--entity-dropout-groups: no group has a word of the dictionary ({len(dictionary)} "
+                         f"words): {groups!r}; give words of the training data")
     return torch.stack(rows)
 
 
@@ -226,7 +235,7 @@ class TPREncoder(FairseqEncoder):
         if symbolic:
             self.beta_logit = nn.Parameter(torch.tensor(float(cfg.beta_init)), requires_grad=not cfg.freeze_beta)
         for name in ("entity_dropout", "entity_dropout_story", "entity_dropout_random_rate", "entity_dropout_type"):
-            if not 0.0 <= getattr(cfg, name) <= 1.0:
+            if not 0.0 <= getattr(cfg, name, 0.0) <= 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(cfg, name)}")
         self.dropout = nn.Dropout(cfg.dropout)
         # (V,) bool: the words entity dropout may pick; None = every context word.  Rebuilt from
