@@ -165,22 +165,32 @@ class DenseTPR:
         self.F = dF if self.F is None else self.F + dF
 
 
-def _droppable_words(words: str, dictionary):
-    """--entity-dropout-words as a (V,) bool mask over ``dictionary``; None when empty."""
-    listed = [w.strip() for w in (words or "").split(",") if w.strip()]
-    if not listed:
-        return None
+def _word_mask(words: str, dictionary, what: str):
+    """Comma-separated ``words`` as a (V,) bool mask over ``dictionary`` and the listed words;
+    words absent from the dictionary are skipped and logged under ``what`` (the option); the mask
+    is None when none is present."""
+    listed = [w.strip() for w in words.split(",") if w.strip()]
     ids = [dictionary.index(w) for w in listed]
-    found = [i for i in ids if i != dictionary.unk()]
-    if not found:
-        raise ValueError(f"--entity-dropout-words: none of {listed} is in the dictionary "
-                         f"({len(dictionary)} words); give words of the training data")
-    mask = torch.zeros(len(dictionary), dtype=torch.bool)
-    mask[found] = True
     missing = [w for w, i in zip(listed, ids) if i == dictionary.unk()]
     if missing:
-        logger.info("--entity-dropout-words: %d of %d listed words are not in the dictionary, skipped: %s",
-                    len(missing), len(listed), ", ".join(missing))
+        logger.info("%s: %d of %d listed words are not in the dictionary, skipped: %s",
+                    what, len(missing), len(listed), ", ".join(missing))
+    found = [i for i in ids if i != dictionary.unk()]
+    if not found:
+        return None, listed
+    mask = torch.zeros(len(dictionary), dtype=torch.bool)
+    mask[found] = True
+    return mask, listed
+
+
+def _droppable_words(words: str, dictionary):
+    """--entity-dropout-words as a (V,) bool mask over ``dictionary``; None when empty."""
+    if not any(w.strip() for w in (words or "").split(",")):
+        return None
+    mask, listed = _word_mask(words, dictionary, "--entity-dropout-words")
+    if mask is None:
+        raise ValueError(f"--entity-dropout-words: none of {listed} is in the dictionary "
+                         f"({len(dictionary)} words); give words of the training data")
     return mask
 
 
@@ -191,19 +201,8 @@ def _dropout_groups(groups: str, dictionary):
     listed = [g.strip() for g in (groups or "").split(";") if g.strip()]
     if not listed:
         return None
-    rows = []
-    for k, g in enumerate(listed):
-        words = [w.strip() for w in g.split(",") if w.strip()]
-        ids = [dictionary.index(w) for w in words]
-        missing = [w for w, i in zip(words, ids) if i == dictionary.unk()]
-        if missing:
-            logger.info("--entity-dropout-groups: group %d: %d of %d words are not in the dictionary, skipped: %s",
-                        k + 1, len(missing), len(words), ", ".join(missing))
-        found = [i for i in ids if i != dictionary.unk()]
-        if found:
-            row = torch.zeros(len(dictionary), dtype=torch.bool)
-            row[found] = True
-            rows.append(row)
+    rows = [_word_mask(g, dictionary, f"--entity-dropout-groups: group {k + 1}")[0] for k, g in enumerate(listed)]
+    rows = [r for r in rows if r is not None]
     if not rows:
         raise ValueError(f"--entity-dropout-groups: no group has a word of the dictionary ({len(dictionary)} "
                          f"words): {groups!r}; give words of the training data")
