@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The symbolic transformer on bAbI-style tasks 1 and 2 with our curriculum (docs/qa.md, "Task 2:
+# a task-1 start and a third encoder layer"), one command per data seed:
+#   configs/qa_tp_babi_curriculum.sh OUT [SEEDS] [DATA_SEED]
+#   configs/qa_tp_babi_curriculum.sh out/tp_curriculum "0 1 2" 1
+# 1. data: `prepare qa --generate`, tasks 1 and 2, 10 names (NAMES), 10,000 train stories (10%
+#    held out as valid) and 1,000 test stories, generator seed DATA_SEED (default 0);
+# 2. task 1: tp_transformer_tiny --symbolic-embeddings --symbolic-output
+#    --encoder-relative-buckets 32, dropout 0.1, Adam lr 1e-3, batch 32, clip 5, plateau halving
+#    with patience 3, up to T1_UPDATES (30000);
+# 3. `nesyseq convert warm-start`: the task-1 model re-indexed to task 2's dictionary (objects and
+#    take/drop verbs get fresh rows) and its encoder grown to 3 layers (the top layer copied);
+# 4. task 2 from it (--finetune-from-model: fresh optimiser and schedule), up to T2_UPDATES (20000);
+# 5. `nesyseq evaluate qa`: test error of both stages -> OUT/report/qa_table.md, qa_results.csv.
+# Each training stage also stops once a saved checkpoint's valid loss is <= STOP_BITS bits per
+# token (default 0.008; STOP_BITS="" trains to the budget). The seeds run at once (one thread
+# each); a stage whose checkpoint_best.pt exists is skipped, so calling again resumes.
+set -euo pipefail
+OUT=$1; SEEDS=${2:-"0 1 2"}; DATA_SEED=${3:-0}
+NAMES=${NAMES:-10}; T1_UPDATES=${T1_UPDATES:-30000}; T2_UPDATES=${T2_UPDATES:-20000}
+STOP_BITS=${STOP_BITS-0.008}
+LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-3}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python}
+# shellcheck source=configs/qa_train.sh
+source "$HERE/configs/qa_train.sh"
+MODEL_ARGS=(--arch tp_transformer_tiny --symbolic-embeddings --symbolic-output --encoder-relative-buckets 32
+            --dropout 0.1)
+data=$OUT/data
+if [ ! -f "$data/.done" ]; then
+  $PY -m nesyseq_cli.main prepare qa --generate --out "$data" --tasks 1,2 --num-names "$NAMES" \
+      --train-stories 10000 --test-stories 1000 --seed "$DATA_SEED" >/dev/null
+  touch "$data/.done"
+fi
+T1=$data/bin/task1 T2=$data/bin/task2
+mkdir -p "$OUT/ck"
+
+# train_until DATA CK SEED MAXUP [options...]: qa_train, stopped once a saved checkpoint's valid
+# loss is <= STOP_BITS (read from fairseq's "Saved checkpoint ... score S" lines in CK.log)
+train_until() {
+  local ck=$2
+  [ -f "$ck/checkpoint_best.pt" ] && return 0
+  qa_train "$@" &
+  local pid=$! stopped=0
+  while [ -n "$STOP_BITS" ] && kill -0 "$pid" 2>/dev/null; do
+    sleep 10
+    if [ -f "$ck.log" ] && sed -n 's/.*Saved checkpoint.*score \([0-9.]*\)).*/\1/p' "$ck.log" |
+        awk -v s="$STOP_BITS" '$1 <= s { f = 1 } END { exit !f }'; then
+      pkill -TERM -P "$pid" 2>/dev/null || true; stopped=1
+      echo "qa_tp_babi_curriculum.sh: stopped, valid loss <= $STOP_BITS bits" >> "$ck.log"
+      break
+    fi
+  done
+  wait "$pid" || [ "$stopped" = 1 ] || { echo "qa_tp_babi_curriculum.sh: training failed, see $ck.log" >&2; return 1; }
+  [ -f "$ck/checkpoint_best.pt" ] || { echo "qa_tp_babi_curriculum.sh: $ck has no checkpoint_best.pt (see $ck.log)" >&2; return 1; }
+}
+
+one_seed() {
+  local s=$1 t1=$OUT/ck/t1_s$1 t2=$OUT/ck/t2_s$1
+  train_until "$T1" "$t1" "$s" "$T1_UPDATES" "${MODEL_ARGS[@]}"
+  [ -f "$t1.to_task2.pt" ] || $PY -m nesyseq_cli.main convert warm-start --checkpoint "$t1/checkpoint_best.pt" \
+      --from-data "$T1" --to-data "$T2" --encoder-layers 3 --out "$t1.to_task2.pt" > "$t1.to_task2.log"
+  train_until "$T2" "$t2" "$s" "$T2_UPDATES" "${MODEL_ARGS[@]}" --encoder-layers 3 \
+      --finetune-from-model "$t1.to_task2.pt"
+}
+
+PIDS=()
+for s in $SEEDS; do one_seed "$s" & PIDS+=($!); done
+fail=0
+for p in "${PIDS[@]}"; do wait "$p" || fail=1; done
+[ "$fail" = 0 ] || { echo "qa_tp_babi_curriculum.sh: a seed failed (see $OUT/ck/*.log)" >&2; exit 1; }
+RUNS=()
+for s in $SEEDS; do
+  RUNS+=(--run "model=tp_transformer_tiny_sym,task=1,seed=$s,ckpt=$OUT/ck/t1_s$s/checkpoint_best.pt,data=$T1")
+  RUNS+=(--run "model=tp_transformer_tiny_sym,task=2,seed=$s,ckpt=$OUT/ck/t2_s$s/checkpoint_best.pt,data=$T2")
+done
+$PY -m nesyseq_cli.main evaluate qa --out "$OUT/report" --label "bAbI-style, data seed $DATA_SEED" "${RUNS[@]}"

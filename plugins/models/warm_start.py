@@ -1,0 +1,173 @@
+"""A trained checkpoint as the start of a run on another dictionary (a curriculum).
+
+    nesyseq convert warm-start --checkpoint T1/checkpoint_best.pt --from-data BIN1 --to-data BIN2 \\
+        --out start.pt [--encoder-layers 3] [--seed 0]
+
+then ``fairseq-train BIN2 ... --finetune-from-model start.pt`` with the first run's model options
+(and ``--encoder-layers 3`` if grown): fresh optimiser, schedule and counters.  This is the
+curriculum of docs/qa.md "Task 2: a task-1 start and a third encoder layer" (ours; the symbolic
+paper trains each task from scratch), driven end to end by ``configs/qa_tp_babi_curriculum.sh``.
+
+What changes in the state dict (everything else is copied as is):
+
+* **Vocabulary rows.**  Every tensor indexed by word (``*embed_tokens.weight``,
+  ``*alpha_logit``, ``*output_projection.weight``; first dimension = |V_from|) is re-indexed from
+  the ``--from-data`` dictionary to the ``--to-data`` one, row by word:
+
+      W_to[j] = W_from[i(j)]    for j a word of V_to that V_from has (i(j) its row there)
+      W_to[j] = specials' rows  for j < nspecial (<s> <pad> </s> <unk> keep their rows)
+      W_to[j] ~ N(0, σ²)        for a new word, σ = std of the trained word rows of W_from
+      a_to[j] = 0               for a new word's α logit (SymbolAlpha's init: α = 1/2)
+
+  (fairseq's ``madeupword`` padding entries are words like any other here.)
+* **Depth.**  With ``--encoder-layers N`` above the checkpoint's, encoder layers
+  L..N-1 start as copies of its top layer L-1 (depth grown by stacking).
+* The optimiser state is dropped and the model options recorded in the checkpoint
+  (``cfg.model`` / ``args``) get the new ``encoder_layers``.
+
+Both data folders must hold one joined dictionary (``dict.src.txt`` = ``dict.tgt.txt``, as
+``prepare qa`` writes them).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from argparse import Namespace
+from typing import Dict, List, Tuple
+
+import torch
+
+from nesyseq_common.atomic import atomic_write
+from nesyseq_common.errors import UserError
+
+VOCAB_SUFFIXES = ("embed_tokens.weight", "alpha_logit", "output_projection.weight")
+NEW_ALPHA_LOGIT = 0.0   # SymbolAlpha.alpha_logit's init (plugins/layers/symbolic_transformer.py)
+_LAYER = re.compile(r"^(encoder\.(?:[\w]+\.)*?layers)\.(\d+)\.(.+)$")
+
+
+def load_dictionary(data: str, option: str):
+    """The joined dictionary of a ``prepare qa`` data folder (dict.src.txt = dict.tgt.txt)."""
+    from fairseq.data import Dictionary
+
+    src, tgt = os.path.join(data, "dict.src.txt"), os.path.join(data, "dict.tgt.txt")
+    if not os.path.isfile(src):
+        raise UserError(f"{option} {data}: no dict.src.txt there (a `nesyseq prepare qa` bin folder?)")
+    if os.path.isfile(tgt):
+        with open(src, "rb") as a, open(tgt, "rb") as b:
+            if a.read() != b.read():
+                raise UserError(f"{option} {data}: dict.src.txt and dict.tgt.txt differ; warm-start "
+                                "needs one joined dictionary")
+    return Dictionary.load(src)
+
+
+def row_map(src, dst) -> List[int]:
+    """For each row j of ``dst``: its row in ``src``, or -1 for a word ``src`` does not have."""
+    out = []
+    for j in range(len(dst)):
+        if j < dst.nspecial:
+            out.append(j)
+            continue
+        out.append(src.indices.get(dst[j], -1))
+    return out
+
+
+def reindex(weight: torch.Tensor, src, rows: List[int], gen: torch.Generator) -> torch.Tensor:
+    """``weight`` (|V_from|, ...) -> (|V_to|, ...): the formula of the module docstring."""
+    if weight.dim() == 1:                                                     # α logits (V,)
+        out = torch.full((len(rows),), NEW_ALPHA_LOGIT, dtype=weight.dtype)
+    else:                                                                     # embeddings (V, d)
+        std = float(weight[src.nspecial:].float().std()) if len(src) > src.nspecial + 1 else 1.0
+        out = (torch.randn(len(rows), *weight.shape[1:], generator=gen) * std).to(weight.dtype)
+    index = torch.tensor(rows)
+    have = index >= 0
+    out[have] = weight[index[have]]
+    return out
+
+
+def grow_encoder(model: Dict[str, torch.Tensor], layers: int) -> Tuple[int, int]:
+    """Encoder layers ``have..layers-1`` as copies of the top one; returns (have, now)."""
+    found: Dict[str, set] = {}
+    for k in model:
+        m = _LAYER.match(k)
+        if m:
+            found.setdefault(m.group(1), set()).add(int(m.group(2)))
+    if len(found) != 1:
+        raise UserError(f"--encoder-layers: cannot tell the encoder's layer stack in this checkpoint "
+                        f"(prefixes found: {sorted(found) or 'none'})")
+    prefix, ids = next(iter(found.items()))
+    have = max(ids) + 1
+    if layers < have:
+        raise UserError(f"--encoder-layers {layers}: the checkpoint has {have} encoder layers; warm-start "
+                        "only adds layers")
+    top = f"{prefix}.{have - 1}."
+    for n in range(have, layers):
+        for k in [k for k in model if k.startswith(top)]:
+            model[f"{prefix}.{n}." + k[len(top):]] = model[k].clone()
+    return have, layers
+
+
+def _set_encoder_layers(state: dict, layers: int) -> None:
+    for holder in (state.get("args"), (state.get("cfg") or {}).get("model")):
+        if isinstance(holder, Namespace) and hasattr(holder, "encoder_layers"):
+            holder.encoder_layers = layers
+        elif isinstance(holder, dict) and "encoder_layers" in holder:
+            holder["encoder_layers"] = layers
+
+
+def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_layers: int = None,
+               seed: int = 0) -> Dict[str, object]:
+    import plugins.checkpoint_safety  # noqa: F401  (the classes a fairseq checkpoint holds)
+
+    if not os.path.isfile(checkpoint):
+        raise UserError(f"--checkpoint {checkpoint}: no such file")
+    src = load_dictionary(from_data, "--from-data")
+    dst = load_dictionary(to_data, "--to-data")
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    if not isinstance(state, dict) or "model" not in state:
+        raise UserError(f"--checkpoint {checkpoint}: not a fairseq checkpoint (no 'model' entry)")
+    model = state["model"]
+    rows = row_map(src, dst)
+    gen = torch.Generator().manual_seed(seed)
+    report = {"words_kept": sum(r >= 0 for r in rows[dst.nspecial:]),
+              "words_new": [dst[j] for j, r in enumerate(rows) if r < 0],
+              "tensors": []}
+    for key in sorted(model):
+        w = model[key]
+        if not key.endswith(VOCAB_SUFFIXES):
+            continue
+        if w.shape[0] != len(src):
+            raise UserError(f"--checkpoint {checkpoint}: {key} has {w.shape[0]} rows but "
+                            f"{os.path.join(from_data, 'dict.src.txt')} has {len(src)} entries: was the "
+                            "checkpoint trained on --from-data?")
+        model[key] = reindex(w, src, rows, gen)
+        report["tensors"].append(key)
+    if not report["tensors"]:
+        raise UserError(f"--checkpoint {checkpoint}: no vocabulary tensor (*{', *'.join(VOCAB_SUFFIXES)})")
+    if encoder_layers is not None:
+        report["encoder_layers"] = grow_encoder(model, encoder_layers)
+        _set_encoder_layers(state, encoder_layers)
+    state["last_optimizer_state"] = None
+    state["optimizer_history"] = (state.get("optimizer_history") or [])[-1:]
+    atomic_write(out, lambda tmp: torch.save(state, tmp))
+    return report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="the trained fairseq checkpoint (e.g. task 1's)")
+    parser.add_argument("--from-data", required=True, metavar="BIN", help="the data folder it was trained on")
+    parser.add_argument("--to-data", required=True, metavar="BIN", help="the data folder of the next run")
+    parser.add_argument("--out", required=True, help="the start checkpoint to write (for --finetune-from-model)")
+    parser.add_argument("--encoder-layers", type=int, metavar="N",
+                        help="grow the encoder to N layers, the new ones copies of the top one")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the new words' embedding rows")
+
+
+def run(args) -> int:
+    r = warm_start(args.checkpoint, args.from_data, args.to_data, args.out, args.encoder_layers, args.seed)
+    print(f"{args.out}: {r['words_kept']} words kept, {len(r['words_new'])} new "
+          f"({' '.join(r['words_new'][:20])}{' ...' if len(r['words_new']) > 20 else ''}); "
+          f"re-indexed: {', '.join(r['tensors'])}")
+    if "encoder_layers" in r:
+        print(f"encoder layers: {r['encoder_layers'][0]} -> {r['encoder_layers'][1]}")
+    return 0

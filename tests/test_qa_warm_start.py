@@ -1,0 +1,153 @@
+"""`nesyseq convert warm-start` (plugins/models/warm_start.py): a checkpoint carried to another
+dictionary computes the same logits for every word both dictionaries have (a brute-force check
+on the symbolic tp_transformer, words in a new order, new words added), new words get fresh
+rows, and a grown encoder's new layers are copies of the top one."""
+import argparse
+import os
+
+import pytest
+import torch
+from fairseq.data import Dictionary
+
+import plugins  # noqa: F401  (registers the models)
+from fairseq import models
+from nesyseq_cli.main import main as nesyseq
+from nesyseq_common.errors import UserError
+from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
+from plugins.models.warm_start import warm_start
+from tests.qa_helpers import WORDS, FakeTask, encode, make_dict
+
+NEW = ["apple", "football", "got", "dropped"]
+STORIES = ["mary moved to the kitchen . john moved to the garden . where is john ?",
+           "sandra moved to the office . daniel moved to the garden . mary moved to the office . where is mary ?"]
+
+
+def to_dict():
+    """Task 2's dictionary: task 1's words in another order, new words among them."""
+    d = Dictionary()
+    order = list(reversed(WORDS[7:])) + NEW[:2] + WORDS[:7] + NEW[2:]
+    for w in order:
+        d.add_symbol(w)
+    return d
+
+
+def save_dict(d, folder):
+    os.makedirs(folder, exist_ok=True)
+    for side in ("src", "tgt"):
+        d.save(os.path.join(folder, f"dict.{side}.txt"))
+    return folder
+
+
+def build(d, encoder_layers=2, seed=0, perturb=True):
+    torch.manual_seed(seed)
+    args = argparse.Namespace(arch="tp_transformer_tiny", encoder_embed_dim=16, encoder_ffn_embed_dim=32,
+                              encoder_attention_heads=2, encoder_layers=encoder_layers, decoder_layers=1,
+                              dropout=0.0, symbolic_embeddings=True, symbolic_output=True,
+                              encoder_relative_buckets=8)
+    models.ARCH_CONFIG_REGISTRY["tp_transformer_tiny"](args)
+    fields = TPTransformerConfig.__dataclass_fields__
+    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    model = TPTransformerModel.build_model(cfg, FakeTask(d)).double().eval()
+    if perturb:   # every parameter off its init (the α logits, the relative bias, the specials' rows)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+@pytest.fixture
+def carried(tmp_path):
+    d1, d2 = make_dict(), to_dict()
+    b1, b2 = save_dict(d1, tmp_path / "task1"), save_dict(d2, tmp_path / "task2")
+    m1 = build(d1)
+    ckpt = tmp_path / "t1.pt"
+    torch.save({"model": m1.state_dict(), "cfg": {"model": argparse.Namespace(encoder_layers=2)},
+                "optimizer_history": [{"a": 1}, {"b": 2}], "last_optimizer_state": {"state": 1}}, ckpt)
+    return d1, d2, b1, b2, m1, ckpt
+
+
+def outputs(model, d, texts, answer="john"):
+    """Decoder features z (B, 2, d), its symbolic state s (B, 2, m) and the semantic logits
+    E^T z (B, 2, |V|).  (The returned mixture p = β softmax(E^T z) + (1-β) B_φ softmax(s) is
+    normalised over the whole vocabulary, so new words change it; its parts must not change.)"""
+    src = encode(d, texts)
+    prev = torch.tensor([[d.eos(), d.index(answer)]] * len(texts))
+    with torch.no_grad():
+        z, extra = model(src, src.ne(d.pad()).sum(1), prev, features_only=True)
+        return z, extra["symbolic_state"][0], model.decoder.output_layer(z)
+
+
+def test_carried_model_gives_the_same_logits_for_every_shared_word(carried, tmp_path):
+    d1, d2, b1, b2, m1, ckpt = carried
+    report = warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "t2.pt"))
+    assert report["words_kept"] == len(WORDS) and sorted(report["words_new"]) == sorted(NEW)
+    state = torch.load(tmp_path / "t2.pt", weights_only=True)
+    m2 = build(d2, perturb=False)
+    m2.load_state_dict(state["model"], strict=True)
+    (z1, s1, l1), (z2, s2, l2) = outputs(m1, d1, STORIES), outputs(m2, d2, STORIES)
+    torch.testing.assert_close(z2, z1, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(s2, s1, rtol=1e-9, atol=1e-9)
+    shared = [d1.bos(), d1.pad(), d1.eos(), d1.unk()] + [d1.index(w) for w in WORDS]
+    shared2 = [d2.bos(), d2.pad(), d2.eos(), d2.unk()] + [d2.index(w) for w in WORDS]
+    torch.testing.assert_close(l2[..., shared2], l1[..., shared], rtol=1e-9, atol=1e-9)
+    assert torch.equal(m2.decoder.beta_logit, m1.decoder.beta_logit)
+    assert state["last_optimizer_state"] is None and len(state["optimizer_history"]) == 1
+
+
+def test_new_words_get_fresh_rows(carried, tmp_path):
+    d1, d2, b1, b2, m1, ckpt = carried
+    warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "t2.pt"), seed=3)
+    sd = torch.load(tmp_path / "t2.pt", weights_only=True)["model"]
+    E1 = m1.state_dict()["encoder.embedding.embed_tokens.weight"]
+    for side in ("encoder", "decoder"):
+        E = sd[f"{side}.embedding.embed_tokens.weight"]
+        a = sd[f"{side}.alpha.alpha_logit"]
+        assert E.shape[0] == len(d2) and a.shape[0] == len(d2)
+        new = [d2.index(w) for w in NEW]
+        assert torch.equal(a[new], torch.zeros(len(new), dtype=a.dtype))        # α = 1/2, the init
+        # fresh rows: not a copy of any trained row, on the trained rows' scale
+        for j in new:
+            assert not any(torch.allclose(E[j], E1[i]) for i in range(len(d1)))
+        std = float(E1[d1.nspecial:].std())
+        assert 0.3 * std < float(E[new].std()) < 3 * std
+
+
+def test_grown_encoder_copies_its_top_layer(carried, tmp_path):
+    d1, d2, b1, b2, m1, ckpt = carried
+    report = warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "t2.pt"), encoder_layers=3)
+    assert report["encoder_layers"] == (2, 3)
+    state = torch.load(tmp_path / "t2.pt", weights_only=True)
+    assert state["cfg"]["model"].encoder_layers == 3
+    m3 = build(d2, encoder_layers=3, perturb=False)
+    m3.load_state_dict(state["model"], strict=True)
+    top, new = m1.encoder.layers[1].state_dict(), m3.encoder.layers[2].state_dict()
+    assert top.keys() == new.keys() and all(torch.equal(top[k], new[k]) for k in top)
+    assert not torch.equal(m1.encoder.layers[0].state_dict()["ff.fc1.weight"], new["ff.fc1.weight"])
+
+
+def test_bad_input_is_named(carried, tmp_path):
+    d1, d2, b1, b2, m1, ckpt = carried
+    with pytest.raises(UserError, match=r"dict\.src\.txt has"):   # trained on task 1, not task 2
+        warm_start(str(ckpt), str(b2), str(b1), str(tmp_path / "x.pt"))
+    with pytest.raises(UserError, match="only adds layers"):
+        warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "x.pt"), encoder_layers=1)
+    with pytest.raises(UserError, match="--from-data .*no dict.src.txt"):
+        warm_start(str(ckpt), str(tmp_path), str(b2), str(tmp_path / "x.pt"))
+    bare = tmp_path / "bare.pt"
+    torch.save({"model": {"encoder.layers.0.ff.fc1.weight": torch.zeros(len(d1), 2)}}, bare)
+    with pytest.raises(UserError, match="no vocabulary tensor"):
+        warm_start(str(bare), str(b1), str(b2), str(tmp_path / "x.pt"))
+    (b2 / "dict.tgt.txt").write_text("other 1\n")
+    with pytest.raises(UserError, match="--to-data .*differ"):
+        warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "x.pt"))
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_command_line(carried, tmp_path, capsys):
+    d1, d2, b1, b2, m1, ckpt = carried
+    out = tmp_path / "t2.pt"
+    assert nesyseq(["convert", "warm-start", "--checkpoint", str(ckpt), "--from-data", str(b1),
+                    "--to-data", str(b2), "--out", str(out), "--encoder-layers", "3"]) in (0, None)
+    text = capsys.readouterr().out
+    assert f"{len(WORDS)} words kept, {len(NEW)} new" in text and "encoder layers: 2 -> 3" in text
+    assert out.exists()
