@@ -15,7 +15,7 @@ What changes in the state dict (everything else is copied as is):
   the ``--from-data`` dictionary to the ``--to-data`` one, row by word:
 
       W_to[j] = W_from[i(j)]    for j a word of V_to that V_from has (i(j) its row there)
-      W_to[j] = specials' rows  for j < nspecial (<s> <pad> </s> <unk> keep their rows)
+      W_to[j] = specials' rows  for j < nspecial (<s> </s> <unk> keep their rows; <pad>'s is 0)
       W_to[j] ~ N(0, σ²)        for a new word, σ = std of the trained word rows of W_from
       a_to[j] = 0               for a new word's α logit (SymbolAlpha's init: α = 1/2)
 
@@ -72,16 +72,18 @@ def row_map(src, dst) -> List[int]:
     return out
 
 
-def reindex(weight: torch.Tensor, src, rows: List[int], gen: torch.Generator) -> torch.Tensor:
+def reindex(weight: torch.Tensor, src, rows: List[int], pad: int, gen: torch.Generator) -> torch.Tensor:
     """``weight`` (|V_from|, ...) -> (|V_to|, ...): the formula of the module docstring."""
     if weight.dim() == 1:                                                     # α logits (V,)
         out = torch.full((len(rows),), NEW_ALPHA_LOGIT, dtype=weight.dtype)
     else:                                                                     # embeddings (V, d)
         std = float(weight[src.nspecial:].float().std()) if len(src) > src.nspecial + 1 else 1.0
-        out = (torch.randn(len(rows), *weight.shape[1:], generator=gen) * std).to(weight.dtype)
+        out = (torch.randn(len(rows), *weight.shape[1:], generator=gen) * 0.01).to(weight.dtype)
     index = torch.tensor(rows)
     have = index >= 0
     out[have] = weight[index[have]]
+    if weight.dim() == 2:
+        out[pad] = 0                       # <pad> never reaches an output (masked); kept zero
     return out
 
 
@@ -132,7 +134,7 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
     report = {"words_kept": sum(r >= 0 for r in rows[dst.nspecial:]),
               "words_new": [dst[j] for j, r in enumerate(rows) if r < 0],
               "tensors": []}
-    for key in sorted(model):
+    for key in list(model):   # state-dict order: each vocabulary tensor draws its new rows in turn
         w = model[key]
         if not key.endswith(VOCAB_SUFFIXES):
             continue
@@ -140,7 +142,7 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
             raise UserError(f"--checkpoint {checkpoint}: {key} has {w.shape[0]} rows but "
                             f"{os.path.join(from_data, 'dict.src.txt')} has {len(src)} entries: was the "
                             "checkpoint trained on --from-data?")
-        model[key] = reindex(w, src, rows, gen)
+        model[key] = reindex(w, src, rows, dst.pad(), gen)
         report["tensors"].append(key)
     if not report["tensors"]:
         raise UserError(f"--checkpoint {checkpoint}: no vocabulary tensor (*{', *'.join(VOCAB_SUFFIXES)})")
