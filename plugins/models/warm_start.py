@@ -14,12 +14,16 @@ What changes in the state dict (everything else is copied as is):
   ``*alpha_logit``, ``*output_projection.weight``; first dimension = |V_from|) is re-indexed from
   the ``--from-data`` dictionary to the ``--to-data`` one, row by word:
 
-      W_to[j] = W_from[i(j)]    for j a word of V_to that V_from has (i(j) its row there)
-      W_to[j] = specials' rows  for j < nspecial (<s> </s> <unk> keep their rows; <pad>'s is 0)
+      W_to[j] = W_from[i(j)]    for j a word of V_to that V_from has (i(j) its row there;
+                                <s> <pad> </s> <unk> included)
       W_to[j] ~ N(0, σ²)        for a new word, σ = std of the trained word rows of W_from
       a_to[j] = 0               for a new word's α logit (SymbolAlpha's init: α = 1/2)
 
-  (fairseq's ``madeupword`` padding entries are words like any other here.)
+  (fairseq's ``madeupword`` padding entries are words like any other here.)  So the carried
+  model computes the same function on every word both dictionaries have: <pad>'s row is copied,
+  not zeroed, because the tied output layer gives <pad> a logit that enters the softmax.
+  (docs/qa_results/tp_babi_task2/warm_start.py, which made the documented task-2 runs, zeroed
+  it; otherwise this gives the same file bit for bit.)
 * **Depth.**  With ``--encoder-layers N`` above the checkpoint's, encoder layers
   L..N-1 start as copies of its top layer L-1 (depth grown by stacking).
 * The optimiser state is dropped and the model options recorded in the checkpoint
@@ -62,28 +66,21 @@ def load_dictionary(data: str, option: str):
 
 
 def row_map(src, dst) -> List[int]:
-    """For each row j of ``dst``: its row in ``src``, or -1 for a word ``src`` does not have."""
-    out = []
-    for j in range(len(dst)):
-        if j < dst.nspecial:
-            out.append(j)
-            continue
-        out.append(src.indices.get(dst[j], -1))
-    return out
+    """For each row j of ``dst``: its row in ``src`` (<s> <pad> </s> <unk> included), or -1 for a
+    word ``src`` does not have."""
+    return [src.indices.get(dst[j], -1) for j in range(len(dst))]   # specials match by symbol
 
 
-def reindex(weight: torch.Tensor, src, rows: List[int], pad: int, gen: torch.Generator) -> torch.Tensor:
+def reindex(weight: torch.Tensor, src, rows: List[int], gen: torch.Generator) -> torch.Tensor:
     """``weight`` (|V_from|, ...) -> (|V_to|, ...): the formula of the module docstring."""
     if weight.dim() == 1:                                                     # α logits (V,)
         out = torch.full((len(rows),), NEW_ALPHA_LOGIT, dtype=weight.dtype)
     else:                                                                     # embeddings (V, d)
         std = float(weight[src.nspecial:].float().std()) if len(src) > src.nspecial + 1 else 1.0
-        out = (torch.randn(len(rows), *weight.shape[1:], generator=gen) * 0.01).to(weight.dtype)
+        out = (torch.randn(len(rows), *weight.shape[1:], generator=gen) * std).to(weight.dtype)
     index = torch.tensor(rows)
     have = index >= 0
     out[have] = weight[index[have]]
-    if weight.dim() == 2:
-        out[pad] = 0                       # <pad> never reaches an output (masked); kept zero
     return out
 
 
@@ -142,7 +139,7 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
             raise UserError(f"--checkpoint {checkpoint}: {key} has {w.shape[0]} rows but "
                             f"{os.path.join(from_data, 'dict.src.txt')} has {len(src)} entries: was the "
                             "checkpoint trained on --from-data?")
-        model[key] = reindex(w, src, rows, dst.pad(), gen)
+        model[key] = reindex(w, src, rows, gen)
         report["tensors"].append(key)
     if not report["tensors"]:
         raise UserError(f"--checkpoint {checkpoint}: no vocabulary tensor (*{', *'.join(VOCAB_SUFFIXES)})")
