@@ -5,6 +5,10 @@ Reads the first ``.csv`` output that the evaluate stage declares (for math:
 member.  Rows are matched on their text columns; every numeric column becomes
 mean ± sample std over the members (std 0 for a single member).  Writes
 ``RUN_DIR/collect.csv``, ``collect.md`` and ``collect.png``.
+
+``nesyseq evaluate qa --run``'s ``qa_results.csv`` names its member in ``seed`` and ``ckpt``
+(left out: they differ across an array by design) and labels rows with the numbers ``task`` and
+``names`` (matched on, like text).
 """
 from __future__ import annotations
 
@@ -23,6 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="the run folder that `nesyseq launch` printed")
     parser.add_argument("--stage", default="evaluate", help="the stage whose tables are gathered")
     parser.add_argument("--metric", default=None, help="numeric column to plot (default: accuracy, else the last one)")
+
+
+MEMBER_COLUMNS = ("seed", "ckpt")     # which array member a row came from: dropped
+LABEL_COLUMNS = ("task", "names")     # numbers that label a row: matched on, not averaged
 
 
 def _is_number(text: str) -> bool:
@@ -66,18 +74,20 @@ def collect(run_dir, stage="evaluate", metric=None):
             header = rows[0]
         elif rows[0] != header:
             raise UserError(f"{path}: columns {rows[0]} differ from {header}")
+        keep = [i for i, h in enumerate(header) if h not in MEMBER_COLUMNS]
         label = ",".join(f"{k}={v}" for k, v in (rec.get("array") or {}).items()) or rec["job_id"]
         members.append(label)
         for lineno, row in enumerate(rows[1:], 2):
             if len(row) != len(header):
                 raise UserError(f"{path}:{lineno}: {len(row)} fields, header has {len(header)}")
-            key = tuple(c for c in row if not _is_number(c))
+            label = [header[i] in LABEL_COLUMNS or not _is_number(row[i]) for i in keep]
+            key = tuple(row[i] for i, lab in zip(keep, label) if lab)
             cell = groups.setdefault(key, {})
-            for name, c in zip(header, row):
-                if _is_number(c):
-                    cell.setdefault(name, []).append(float(c))
+            for i, lab in zip(keep, label):
+                if not lab:
+                    cell.setdefault(header[i], []).append(float(row[i]))
     num_cols = [h for h in header if any(h in g for g in groups.values())]
-    key_cols = [h for h in header if h not in num_cols]
+    key_cols = [h for h in header if h not in num_cols and h not in MEMBER_COLUMNS]
     metric = metric or ("accuracy" if "accuracy" in num_cols else num_cols[-1])
     if metric not in num_cols:
         raise UserError(f"--metric {metric}: not a numeric column of {header}")

@@ -3,6 +3,7 @@ one its program accepts (the experiments other than math were written before the
 existed and drifted from them: a training folder that prepare does not write, an option the
 model lacks, an evaluation without its input files), and the QA chain runs end to end.
 No SLURM needed: plans are built in-process, the QA chain runs with --executor local."""
+import csv
 import json
 import os
 import subprocess
@@ -92,3 +93,41 @@ def test_qa_experiment_runs_end_to_end_locally(tmp_path):
     assert sorted(rows) == sorted(by_file)
     for name, x in by_file.items():
         assert f"| {x['error']:.4g} ± 0 |" in rows[name], (rows[name], x["error"])
+
+
+@pytest.mark.slow  # generate, task 1, warm start, task 2, evaluation: five processes, tiny budgets
+def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
+    """The curriculum chain on a 2-seed array: task 2 trains from its seed's warm-start file (task
+    1's weights, the third encoder layer a copy of the second), the evaluation reports both tasks,
+    and `nesyseq collect` averages each task over the seeds."""
+    run_dir = tmp_path / "curriculum"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_tp_curriculum", "--executor", "local",
+                        "--run-dir", str(run_dir), "--array", "seed=0,1", "train_stories=40", "test_stories=8",
+                        "num_names=4", "t1_updates=6", "t2_updates=6"], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # nesyseq collect: one row per task over the two seeds (seed and ckpt name the member)
+    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    errors = {}
+    for s in (0, 1):
+        for row in list(csv.DictReader((run_dir / "evaluate" / f"seed={s}" / "results" / "qa_results.csv").read_text().splitlines()))[:2]:
+            errors.setdefault(row["task"], []).append(float(row["error"]))
+    got = {row["task"]: row for row in csv.DictReader((run_dir / "collect.csv").read_text().splitlines())}
+    assert sorted(got) == ["1", "2"] and "seed" not in got["1"] and "ckpt" not in got["1"]
+    for task, errs in errors.items():
+        assert got[task]["members"] == "2" and float(got[task]["error_mean"]) == pytest.approx(sum(errs) / 2, abs=1e-4)
+    warm = (run_dir / "warm_start" / "seed=0" / "stage.log").read_text()
+    assert "encoder layers: 2 -> 3" in warm and "new (" in warm
+    log = (run_dir / "train_task2" / "seed=0" / "stage.log").read_text()
+    assert f"Loaded checkpoint {run_dir / 'warm_start' / 'seed=0' / 'start.pt'}" in log and "num_updates 6" in log
+    import torch
+    import plugins.checkpoint_safety  # noqa: F401
+    t1, start = (torch.load(run_dir / p, weights_only=True)["model"] for p in
+                 ("train_task1/seed=0/checkpoints/checkpoint_best.pt", "warm_start/seed=0/start.pt"))
+    key = "encoder.layers.1.ff.fc1.weight"   # task 1's top layer, and the grown third one
+    assert torch.equal(start[key], t1[key]) and torch.equal(start[key.replace(".1.", ".2.")], t1[key])
+    ck = torch.load(run_dir / "train_task2" / "seed=0" / "checkpoints" / "checkpoint_best.pt", weights_only=True)
+    assert any(k.startswith("encoder.layers.2.") for k in ck["model"])
