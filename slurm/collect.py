@@ -8,7 +8,7 @@ mean ± sample std over the members (std 0 for a single member).  Writes
 
 ``nesyseq evaluate qa --run``'s ``qa_results.csv`` names its member in ``seed`` and ``ckpt``
 (left out: they differ across an array by design) and labels rows with the numbers ``task`` and
-``names`` (matched on, like text).
+``names``, and a diagnostic's fixed ``beta`` (matched on, like text).
 """
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ from slurm.status import load_jobs
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", help="the run folder that `nesyseq launch` printed")
     parser.add_argument("--stage", default="evaluate", help="the stage whose tables are gathered")
-    parser.add_argument("--metric", default=None, help="numeric column to plot (default: accuracy, else the last one)")
+    parser.add_argument("--metric", default=None, help="numeric column to plot (default: accuracy, else error, else the last one)")
 
 
 MEMBER_COLUMNS = ("seed", "ckpt")     # which array member a row came from: dropped
-LABEL_COLUMNS = ("task", "names")     # numbers that label a row: matched on, not averaged
+LABEL_COLUMNS = ("task", "names", "beta")   # numbers that label a row: matched on, not averaged
 
 
 def _is_number(text: str) -> bool:
@@ -88,7 +88,7 @@ def collect(run_dir, stage="evaluate", metric=None):
                     cell.setdefault(header[i], []).append(float(row[i]))
     num_cols = [h for h in header if any(h in g for g in groups.values())]
     key_cols = [h for h in header if h not in num_cols and h not in MEMBER_COLUMNS]
-    metric = metric or ("accuracy" if "accuracy" in num_cols else num_cols[-1])
+    metric = metric or next((m for m in ("accuracy", "error") if m in num_cols), num_cols[-1])
     if metric not in num_cols:
         raise UserError(f"--metric {metric}: not a numeric column of {header}")
 

@@ -6,6 +6,7 @@ No SLURM needed: plans are built in-process, the QA chain runs with --executor l
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,7 +105,7 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_tp_curriculum", "--executor", "local",
                         "--run-dir", str(run_dir), "--array", "seed=0,1", "train_stories=40", "test_stories=8",
-                        "num_names=4", "t1_updates=6", "t2_updates=6"], cwd=REPO, env=env, capture_output=True,
+                        "num_names=4", "t1_updates=6", "t2_updates=4"], cwd=REPO, env=env, capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     # nesyseq collect: one row per task over the two seeds (seed and ckpt name the member)
@@ -122,7 +123,8 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     warm = (run_dir / "warm_start" / "seed=0" / "stage.log").read_text()
     assert "encoder layers: 2 -> 3" in warm and "new (" in warm
     log = (run_dir / "train_task2" / "seed=0" / "stage.log").read_text()
-    assert f"Loaded checkpoint {run_dir / 'warm_start' / 'seed=0' / 'start.pt'}" in log and "num_updates 6" in log
+    assert f"Loaded checkpoint {run_dir / 'warm_start' / 'seed=0' / 'start.pt'}" in log
+    assert re.search(r"num_updates 4\b", log) and not re.search(r"num_updates [5-9]\b", log)   # task 2's own count
     import torch
     import plugins.checkpoint_safety  # noqa: F401
     t1, start = (torch.load(run_dir / p, weights_only=True)["model"] for p in

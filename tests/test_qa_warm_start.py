@@ -13,19 +13,30 @@ import plugins  # noqa: F401  (registers the models)
 from fairseq import models
 from nesyseq_cli.main import main as nesyseq
 from nesyseq_common.errors import UserError
-from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
+from plugins.models.folnet_transformer import FolnetTransformerModel
+from plugins.models.tp_transformer import TPTransformerModel
 from plugins.models.warm_start import warm_start
-from tests.qa_helpers import WORDS, FakeTask, encode, make_dict
+from tests.qa_helpers import WORDS, FakeTask, encode
 
+# task 1's words: the QA helpers' 14 and three more rooms (|V| = 21, a size no other tensor of
+# these models has: with 18, FOLNet's relative-distance table has as many rows)
+T1_WORDS = WORDS + ["bathroom", "hallway", "bedroom"]
 NEW = ["apple", "football", "got", "dropped"]
 STORIES = ["mary moved to the kitchen . john moved to the garden . where is john ?",
            "sandra moved to the office . daniel moved to the garden . mary moved to the office . where is mary ?"]
 
 
+def make_dict():
+    d = Dictionary()
+    for w in T1_WORDS:
+        d.add_symbol(w)
+    return d
+
+
 def to_dict():
     """Task 2's dictionary: task 1's words in another order, new words among them."""
     d = Dictionary()
-    order = list(reversed(WORDS[7:])) + NEW[:2] + WORDS[:7] + NEW[2:]
+    order = list(reversed(T1_WORDS[7:])) + NEW[:2] + T1_WORDS[:7] + NEW[2:]
     for w in order:
         d.add_symbol(w)
     return d
@@ -38,16 +49,26 @@ def save_dict(d, folder):
     return folder
 
 
-def build(d, encoder_layers=2, seed=0, perturb=True):
+# (architecture, model class, options): tied, untied (output_projection) and FOLNet's
+MODELS = {
+    "tp_tied": ("tp_transformer_tiny", TPTransformerModel, dict(encoder_relative_buckets=8)),
+    "tp_untied": ("tp_transformer_tiny", TPTransformerModel, dict(encoder_relative_buckets=8, untie_embeddings=True)),
+    "folnet_shared": ("folnet_transformer_tiny", FolnetTransformerModel, dict(share_all_embeddings=True)),
+    "folnet": ("folnet_transformer_tiny", FolnetTransformerModel, {}),
+}
+
+
+def build(d, kind="tp_tied", encoder_layers=2, seed=0, perturb=True):
+    arch, cls, extra = MODELS[kind]
     torch.manual_seed(seed)
-    args = argparse.Namespace(arch="tp_transformer_tiny", encoder_embed_dim=16, encoder_ffn_embed_dim=32,
-                              encoder_attention_heads=2, encoder_layers=encoder_layers, decoder_layers=1,
-                              dropout=0.0, symbolic_embeddings=True, symbolic_output=True,
-                              encoder_relative_buckets=8)
-    models.ARCH_CONFIG_REGISTRY["tp_transformer_tiny"](args)
-    fields = TPTransformerConfig.__dataclass_fields__
-    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
-    model = TPTransformerModel.build_model(cfg, FakeTask(d)).double().eval()
+    args = argparse.Namespace(arch=arch, encoder_layers=encoder_layers, decoder_layers=1, dropout=0.0,
+                              symbolic_embeddings=True, symbolic_output=True, **extra)
+    if cls is TPTransformerModel:
+        args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads = 16, 32, 2
+    models.ARCH_CONFIG_REGISTRY[arch](args)
+    config = models.MODEL_DATACLASS_REGISTRY[models.ARCH_MODEL_NAME_REGISTRY[arch]]
+    cfg = config(**{k: v for k, v in vars(args).items() if k in config.__dataclass_fields__})
+    model = cls.build_model(cfg, FakeTask(d)).double().eval()
     if perturb:   # every parameter off its init (the α logits, the relative bias, the specials' rows)
         with torch.no_grad():
             for p in model.parameters():
@@ -55,15 +76,26 @@ def build(d, encoder_layers=2, seed=0, perturb=True):
     return model
 
 
+def save_checkpoint(model, kind, path, cfg_form="dict"):
+    """A fairseq-style checkpoint: cfg.model as fairseq writes it (a dict with _name), or the
+    legacy args Namespace."""
+    arch = MODELS[kind][0]
+    state = {"model": model.state_dict(), "optimizer_history": [{"a": 1, "num_updates": 9}, {"num_updates": 99}],
+             "last_optimizer_state": {"state": 1}, "extra_state": {"best": 0.1, "train_iterator": {"epoch": 7}}}
+    if cfg_form == "dict":
+        state["cfg"] = {"model": {"_name": arch, "encoder_layers": 2}}
+    else:
+        state["args"] = argparse.Namespace(arch=arch, encoder_layers=2)
+    torch.save(state, path)
+    return path
+
+
 @pytest.fixture
 def carried(tmp_path):
     d1, d2 = make_dict(), to_dict()
     b1, b2 = save_dict(d1, tmp_path / "task1"), save_dict(d2, tmp_path / "task2")
     m1 = build(d1)
-    ckpt = tmp_path / "t1.pt"
-    torch.save({"model": m1.state_dict(), "cfg": {"model": argparse.Namespace(encoder_layers=2)},
-                "optimizer_history": [{"a": 1}, {"b": 2}], "last_optimizer_state": {"state": 1}}, ckpt)
-    return d1, d2, b1, b2, m1, ckpt
+    return d1, d2, b1, b2, m1, save_checkpoint(m1, "tp_tied", tmp_path / "t1.pt")
 
 
 def outputs(model, d, texts, answer="john"):
@@ -77,28 +109,38 @@ def outputs(model, d, texts, answer="john"):
         return z, extra["symbolic_state"][0], model.decoder.output_layer(z)
 
 
-def test_carried_model_gives_the_same_logits_for_every_shared_word(carried, tmp_path):
-    d1, d2, b1, b2, m1, ckpt = carried
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_carried_model_gives_the_same_outputs_for_every_shared_word(kind, tmp_path):
+    d1, d2 = make_dict(), to_dict()
+    b1, b2 = save_dict(d1, tmp_path / "task1"), save_dict(d2, tmp_path / "task2")
+    m1 = build(d1, kind)
+    ckpt = save_checkpoint(m1, kind, tmp_path / "t1.pt")
     report = warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "t2.pt"))
-    assert report["words_kept"] == len(WORDS) and sorted(report["words_new"]) == sorted(NEW)
+    assert report["words_kept"] == len(T1_WORDS) and sorted(report["words_new"]) == sorted(NEW)
+    vocab = [k for k, v in m1.state_dict().items() if v.shape[:1] == (len(d1),)]
+    assert sorted(report["tensors"]) == sorted(vocab)          # every vocabulary tensor, nothing else
     state = torch.load(tmp_path / "t2.pt", weights_only=True)
-    m2 = build(d2, perturb=False)
+    m2 = build(d2, kind, perturb=False)
     m2.load_state_dict(state["model"], strict=True)
     (z1, s1, l1), (z2, s2, l2) = outputs(m1, d1, STORIES), outputs(m2, d2, STORIES)
     torch.testing.assert_close(z2, z1, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(s2, s1, rtol=1e-9, atol=1e-9)
-    shared = [d1.bos(), d1.pad(), d1.eos(), d1.unk()] + [d1.index(w) for w in WORDS]
-    shared2 = [d2.bos(), d2.pad(), d2.eos(), d2.unk()] + [d2.index(w) for w in WORDS]
+    shared = [d1.bos(), d1.pad(), d1.eos(), d1.unk()] + [d1.index(w) for w in T1_WORDS]
+    shared2 = [d2.bos(), d2.pad(), d2.eos(), d2.unk()] + [d2.index(w) for w in T1_WORDS]
     torch.testing.assert_close(l2[..., shared2], l1[..., shared], rtol=1e-9, atol=1e-9)
     assert torch.equal(m2.decoder.beta_logit, m1.decoder.beta_logit)
-    assert state["last_optimizer_state"] is None and len(state["optimizer_history"]) == 1
+    # a fresh training state: fairseq's --restore-file would otherwise resume task 1's counters
+    assert state["last_optimizer_state"] is None and state["optimizer_history"] == [{"num_updates": 0}]
+    assert state["extra_state"] == {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2}}
 
 
-def test_new_words_get_fresh_rows(carried, tmp_path):
+def test_new_words_get_fresh_rows_and_tied_weights_stay_tied(carried, tmp_path):
     d1, d2, b1, b2, m1, ckpt = carried
     warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "t2.pt"), seed=3)
     sd = torch.load(tmp_path / "t2.pt", weights_only=True)["model"]
     E1 = m1.state_dict()["encoder.embedding.embed_tokens.weight"]
+    # tp_transformer ties its embeddings: one tensor under the encoder's and the decoder's key
+    assert sd["encoder.embedding.embed_tokens.weight"].data_ptr() == sd["decoder.embedding.embed_tokens.weight"].data_ptr()
     for side in ("encoder", "decoder"):
         E = sd[f"{side}.embedding.embed_tokens.weight"]
         a = sd[f"{side}.alpha.alpha_logit"]
@@ -112,17 +154,23 @@ def test_new_words_get_fresh_rows(carried, tmp_path):
         assert 0.3 * std < float(E[new].std()) < 3 * std
 
 
-def test_grown_encoder_copies_its_top_layer(carried, tmp_path):
-    d1, d2, b1, b2, m1, ckpt = carried
+@pytest.mark.parametrize("kind,cfg_form", [("tp_tied", "dict"), ("tp_tied", "args"), ("folnet_shared", "dict")])
+def test_grown_encoder_copies_its_top_layer(kind, cfg_form, tmp_path):
+    d1, d2 = make_dict(), to_dict()
+    b1, b2 = save_dict(d1, tmp_path / "task1"), save_dict(d2, tmp_path / "task2")
+    m1 = build(d1, kind)
+    ckpt = save_checkpoint(m1, kind, tmp_path / "t1.pt", cfg_form)
     report = warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "t2.pt"), encoder_layers=3)
     assert report["encoder_layers"] == (2, 3)
     state = torch.load(tmp_path / "t2.pt", weights_only=True)
-    assert state["cfg"]["model"].encoder_layers == 3
-    m3 = build(d2, encoder_layers=3, perturb=False)
+    recorded = state["cfg"]["model"]["encoder_layers"] if cfg_form == "dict" else state["args"].encoder_layers
+    assert recorded == 3
+    m3 = build(d2, kind, encoder_layers=3, perturb=False)
     m3.load_state_dict(state["model"], strict=True)
-    top, new = m1.encoder.layers[1].state_dict(), m3.encoder.layers[2].state_dict()
+    layers1, layers3 = (m.encoder.layers if kind.startswith("tp") else m.encoder.core.stack.layers for m in (m1, m3))
+    top, new = layers1[1].state_dict(), layers3[2].state_dict()
     assert top.keys() == new.keys() and all(torch.equal(top[k], new[k]) for k in top)
-    assert not torch.equal(m1.encoder.layers[0].state_dict()["ff.fc1.weight"], new["ff.fc1.weight"])
+    assert not all(torch.equal(layers1[0].state_dict()[k], new[k]) for k in top)
 
 
 def test_bad_input_is_named(carried, tmp_path):
@@ -134,9 +182,21 @@ def test_bad_input_is_named(carried, tmp_path):
     with pytest.raises(UserError, match="--from-data .*no dict.src.txt"):
         warm_start(str(ckpt), str(tmp_path), str(b2), str(tmp_path / "x.pt"))
     bare = tmp_path / "bare.pt"
-    torch.save({"model": {"encoder.layers.0.ff.fc1.weight": torch.zeros(len(d1), 2)}}, bare)
+    torch.save({"model": {"encoder.layers.0.ff.fc1.weight": torch.zeros(len(d1), 2)},
+                "cfg": {"model": {"_name": "tp_transformer_tiny"}}}, bare)
     with pytest.raises(UserError, match="no vocabulary tensor"):
         warm_start(str(bare), str(b1), str(b2), str(tmp_path / "x.pt"))
+    with pytest.raises(UserError, match="same file as --checkpoint"):
+        warm_start(str(ckpt), str(b1), str(b2), str(ckpt))
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(UserError, match="--checkpoint .*junk.pt: cannot be read"):
+        warm_start(str(tmp_path / "junk.pt"), str(b1), str(b2), str(tmp_path / "x.pt"))
+    for cfg, what in (({"model": {"_name": "memnet_babi"}}, "is not one warm-start knows"),
+                      ({}, "cannot tell its architecture")):
+        other = tmp_path / "other.pt"
+        torch.save({"model": m1.state_dict(), "cfg": cfg}, other)
+        with pytest.raises(UserError, match=what):
+            warm_start(str(other), str(b1), str(b2), str(tmp_path / "x.pt"))
     (b2 / "dict.tgt.txt").write_text("other 1\n")
     with pytest.raises(UserError, match="--to-data .*differ"):
         warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "x.pt"))
@@ -149,5 +209,5 @@ def test_command_line(carried, tmp_path, capsys):
     assert nesyseq(["convert", "warm-start", "--checkpoint", str(ckpt), "--from-data", str(b1),
                     "--to-data", str(b2), "--out", str(out), "--encoder-layers", "3"]) in (0, None)
     text = capsys.readouterr().out
-    assert f"{len(WORDS)} words kept, {len(NEW)} new" in text and "encoder layers: 2 -> 3" in text
+    assert f"{len(T1_WORDS)} words kept, {len(NEW)} new" in text and "encoder layers: 2 -> 3" in text
     assert out.exists()

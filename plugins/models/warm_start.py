@@ -23,11 +23,16 @@ What changes in the state dict (everything else is copied as is):
   model computes the same function on every word both dictionaries have: <pad>'s row is copied,
   not zeroed, because the tied output layer gives <pad> a logit that enters the softmax.
   (docs/qa_results/tp_babi_task2/warm_start.py, which made the documented task-2 runs, zeroed
-  it; otherwise this gives the same file bit for bit.)
+  it and drew the decoder's copy of a tied embedding's new rows apart from the encoder's.)
 * **Depth.**  With ``--encoder-layers N`` above the checkpoint's, encoder layers
   L..N-1 start as copies of its top layer L-1 (depth grown by stacking).
-* The optimiser state is dropped and the model options recorded in the checkpoint
-  (``cfg.model`` / ``args``) get the new ``encoder_layers``.
+* A weight tied across keys (the encoder's and decoder's embedding) is re-indexed once and
+  stays one tensor.
+* The optimiser state, update count and data position are reset, and the model options recorded
+  in the checkpoint (``cfg.model`` / ``args``) get the new ``encoder_layers``.
+
+Models: ``tp_transformer`` and ``folnet_transformer`` (any of their architectures, tied or
+untied output); others are refused by name, since their vocabulary tensors are named otherwise.
 
 Both data folders must hold one joined dictionary (``dict.src.txt`` = ``dict.tgt.txt``, as
 ``prepare qa`` writes them).
@@ -45,6 +50,10 @@ import torch
 from nesyseq_common.atomic import atomic_write
 from nesyseq_common.errors import UserError
 
+# the models whose every vocabulary tensor ends with one of VOCAB_SUFFIXES (checked for each,
+# tests/test_qa_warm_start.py); other models name theirs otherwise (memnet/stpr: ``*.semantic.weight``,
+# ``encoder.Z.weight``) and would come out half re-indexed, so they are refused
+SUPPORTED_MODELS = ("tp_transformer", "folnet_transformer")
 VOCAB_SUFFIXES = ("embed_tokens.weight", "alpha_logit", "output_projection.weight")
 NEW_ALPHA_LOGIT = 0.0   # SymbolAlpha.alpha_logit's init (plugins/layers/symbolic_transformer.py)
 _LAYER = re.compile(r"^(encoder\.(?:[\w]+\.)*?layers)\.(\d+)\.(.+)$")
@@ -106,6 +115,32 @@ def grow_encoder(model: Dict[str, torch.Tensor], layers: int) -> Tuple[int, int]
     return have, layers
 
 
+def model_name(state: dict, checkpoint: str) -> str:
+    """The registered model (``tp_transformer``, ...) of a fairseq checkpoint's architecture."""
+    import plugins.models  # noqa: F401  (registers our architectures)
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
+
+    model_cfg = (state.get("cfg") or {}).get("model")
+    arch = (model_cfg.get("_name") if isinstance(model_cfg, dict) else getattr(model_cfg, "arch", None)) \
+        or getattr(state.get("args"), "arch", None)
+    if arch not in ARCH_MODEL_NAME_REGISTRY:
+        raise UserError(f"--checkpoint {checkpoint}: cannot tell its architecture (cfg.model names {arch!r})")
+    name = ARCH_MODEL_NAME_REGISTRY[arch]
+    if name not in SUPPORTED_MODELS:
+        raise UserError(f"--checkpoint {checkpoint}: architecture {arch} (model {name}) is not one warm-start "
+                        f"knows the vocabulary tensors of ({', '.join(SUPPORTED_MODELS)})")
+    return name
+
+
+def _fresh_training_state(state: dict) -> None:
+    """No optimiser, counters or data position of the first run (fairseq's --finetune-from-model
+    ignores them; --restore-file would not)."""
+    state["last_optimizer_state"] = None
+    history = (state.get("optimizer_history") or [])[-1:]
+    state["optimizer_history"] = [dict(h, num_updates=0) for h in history]
+    state["extra_state"] = {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2}}
+
+
 def _set_encoder_layers(state: dict, layers: int) -> None:
     for holder in (state.get("args"), (state.get("cfg") or {}).get("model")):
         if isinstance(holder, Namespace) and hasattr(holder, "encoder_layers"):
@@ -120,17 +155,24 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
 
     if not os.path.isfile(checkpoint):
         raise UserError(f"--checkpoint {checkpoint}: no such file")
+    if os.path.abspath(out) == os.path.abspath(checkpoint):
+        raise UserError(f"--out {out}: the same file as --checkpoint; write the start elsewhere")
     src = load_dictionary(from_data, "--from-data")
     dst = load_dictionary(to_data, "--to-data")
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    except Exception as exc:   # truncated file, not a torch file, a pickle outside the allow-list
+        raise UserError(f"--checkpoint {checkpoint}: cannot be read as a fairseq checkpoint ({exc})") from None
     if not isinstance(state, dict) or "model" not in state:
         raise UserError(f"--checkpoint {checkpoint}: not a fairseq checkpoint (no 'model' entry)")
+    model_name(state, checkpoint)
     model = state["model"]
     rows = row_map(src, dst)
     gen = torch.Generator().manual_seed(seed)
     report = {"words_kept": sum(r >= 0 for r in rows[dst.nspecial:]),
               "words_new": [dst[j] for j, r in enumerate(rows) if r < 0],
               "tensors": []}
+    done = {}   # a tied weight (encoder and decoder keys, one storage) is re-indexed once, stays tied
     for key in list(model):   # state-dict order: each vocabulary tensor draws its new rows in turn
         w = model[key]
         if not key.endswith(VOCAB_SUFFIXES):
@@ -139,15 +181,17 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
             raise UserError(f"--checkpoint {checkpoint}: {key} has {w.shape[0]} rows but "
                             f"{os.path.join(from_data, 'dict.src.txt')} has {len(src)} entries: was the "
                             "checkpoint trained on --from-data?")
-        model[key] = reindex(w, src, rows, gen)
+        tied = (w.data_ptr(), tuple(w.shape), w.stride())
+        if tied not in done:
+            done[tied] = reindex(w, src, rows, gen)
+        model[key] = done[tied]
         report["tensors"].append(key)
     if not report["tensors"]:
         raise UserError(f"--checkpoint {checkpoint}: no vocabulary tensor (*{', *'.join(VOCAB_SUFFIXES)})")
     if encoder_layers is not None:
         report["encoder_layers"] = grow_encoder(model, encoder_layers)
         _set_encoder_layers(state, encoder_layers)
-    state["last_optimizer_state"] = None
-    state["optimizer_history"] = (state.get("optimizer_history") or [])[-1:]
+    _fresh_training_state(state)
     atomic_write(out, lambda tmp: torch.save(state, tmp))
     return report
 
