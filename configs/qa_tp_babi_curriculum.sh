@@ -3,8 +3,9 @@
 # a task-1 start and a third encoder layer"), one command per data seed:
 #   configs/qa_tp_babi_curriculum.sh OUT [SEEDS] [DATA_SEED]
 #   configs/qa_tp_babi_curriculum.sh out/tp_curriculum "0 1 2" 1
-# 1. data: `prepare qa --generate`, tasks 1 and 2, 10 names (NAMES), 10,000 train stories (10%
-#    held out as valid) and 1,000 test stories, generator seed DATA_SEED (default 0);
+# 1. data: `prepare qa --generate`, tasks 1 and 2, 10 names (NAMES), 10,000 train stories
+#    (TRAIN_STORIES; 10% held out as valid) and 1,000 test stories (TEST_STORIES), generator seed
+#    DATA_SEED (default 0);
 # 2. task 1: tp_transformer_tiny --symbolic-embeddings --symbolic-output
 #    --encoder-relative-buckets 32, dropout 0.1, Adam lr 1e-3, batch 32, clip 5, plateau halving
 #    with patience 3, up to T1_UPDATES (30000);
@@ -14,10 +15,12 @@
 # 5. `nesyseq evaluate qa`: test error of both stages -> OUT/report/qa_table.md, qa_results.csv.
 # Each training stage also stops once a saved checkpoint's valid loss is <= STOP_BITS bits per
 # token (default 0.008; STOP_BITS="" trains to the budget). The seeds run at once (one thread
-# each); a stage whose checkpoint_best.pt exists is skipped, so calling again resumes.
+# each). A finished stage leaves OUT/ck/NAME.done and is skipped when called again; a stage
+# interrupted before (a checkpoint_best.pt but no .done) is refused, not silently used.
 set -euo pipefail
 OUT=$1; SEEDS=${2:-"0 1 2"}; DATA_SEED=${3:-0}
 NAMES=${NAMES:-10}; T1_UPDATES=${T1_UPDATES:-30000}; T2_UPDATES=${T2_UPDATES:-20000}
+TRAIN_STORIES=${TRAIN_STORIES:-10000}; TEST_STORIES=${TEST_STORIES:-1000}
 STOP_BITS=${STOP_BITS-0.008}
 LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-3}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
@@ -30,7 +33,7 @@ MODEL_ARGS=(--arch tp_transformer_tiny --symbolic-embeddings --symbolic-output -
 data=$OUT/data
 if [ ! -f "$data/.done" ]; then
   $PY -m nesyseq_cli.main prepare qa --generate --out "$data" --tasks 1,2 --num-names "$NAMES" \
-      --train-stories 10000 --test-stories 1000 --seed "$DATA_SEED" >/dev/null
+      --train-stories "$TRAIN_STORIES" --test-stories "$TEST_STORIES" --seed "$DATA_SEED" >/dev/null
   touch "$data/.done"
 fi
 T1=$data/bin/task1 T2=$data/bin/task2
@@ -38,28 +41,38 @@ mkdir -p "$OUT/ck"
 
 # train_until DATA CK SEED MAXUP [options...]: qa_train, stopped once a saved checkpoint's valid
 # loss is <= STOP_BITS (read from fairseq's "Saved checkpoint ... score S" lines in CK.log)
+# (fairseq rounds the logged score to 3 decimals). NAME.done marks a finished stage.
 train_until() {
   local ck=$2
-  [ -f "$ck/checkpoint_best.pt" ] && return 0
+  [ -f "$ck.done" ] && return 0
+  if [ -f "$ck/checkpoint_best.pt" ]; then
+    echo "qa_tp_babi_curriculum.sh: $ck has a checkpoint_best.pt but no $ck.done: an interrupted stage" \
+         "(qa_train keeps no checkpoint_last.pt to resume from); move $ck away to train it again" >&2
+    return 1
+  fi
   qa_train "$@" &
   local pid=$! stopped=0
   while [ -n "$STOP_BITS" ] && kill -0 "$pid" 2>/dev/null; do
     sleep 10
     if [ -f "$ck.log" ] && sed -n 's/.*Saved checkpoint.*score \([0-9.]*\)).*/\1/p' "$ck.log" |
         awk -v s="$STOP_BITS" '$1 <= s { f = 1 } END { exit !f }'; then
-      pkill -TERM -P "$pid" 2>/dev/null || true; stopped=1
-      echo "qa_tp_babi_curriculum.sh: stopped, valid loss <= $STOP_BITS bits" >> "$ck.log"
+      if pkill -TERM -P "$pid"; then
+        stopped=1
+        echo "qa_tp_babi_curriculum.sh: stopped, valid loss <= $STOP_BITS bits" >> "$ck.log"
+      fi
       break
     fi
   done
   wait "$pid" || [ "$stopped" = 1 ] || { echo "qa_tp_babi_curriculum.sh: training failed, see $ck.log" >&2; return 1; }
   [ -f "$ck/checkpoint_best.pt" ] || { echo "qa_tp_babi_curriculum.sh: $ck has no checkpoint_best.pt (see $ck.log)" >&2; return 1; }
+  touch "$ck.done"
 }
 
 one_seed() {
   local s=$1 t1=$OUT/ck/t1_s$1 t2=$OUT/ck/t2_s$1
   train_until "$T1" "$t1" "$s" "$T1_UPDATES" "${MODEL_ARGS[@]}"
-  [ -f "$t1.to_task2.pt" ] || $PY -m nesyseq_cli.main convert warm-start --checkpoint "$t1/checkpoint_best.pt" \
+  # the start is made again whenever task 1's checkpoint is newer than it
+  [ "$t1.to_task2.pt" -nt "$t1/checkpoint_best.pt" ] || $PY -m nesyseq_cli.main convert warm-start --checkpoint "$t1/checkpoint_best.pt" \
       --from-data "$T1" --to-data "$T2" --encoder-layers 3 --out "$t1.to_task2.pt" > "$t1.to_task2.log"
   train_until "$T2" "$t2" "$s" "$T2_UPDATES" "${MODEL_ARGS[@]}" --encoder-layers 3 \
       --finetune-from-model "$t1.to_task2.pt"

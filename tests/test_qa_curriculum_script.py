@@ -1,0 +1,46 @@
+"""configs/qa_tp_babi_curriculum.sh on tiny data: the valid-loss stop rule ends a stage early
+(STOP_BITS), the warm start and task 2 follow, a second call skips the finished stages, and a
+stage interrupted before (a checkpoint but no .done marker) is refused rather than used."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "configs" / "qa_tp_babi_curriculum.sh"
+
+
+def _run(out, **env):
+    full = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable,
+                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                TRAIN_STORIES="40", TEST_STORIES="8", NAMES="4", **env)
+    return subprocess.run(["bash", str(SCRIPT), str(out), "0", "1"], cwd=REPO, env=full, capture_output=True,
+                          text=True, timeout=900)
+
+
+@pytest.mark.slow  # generate, two short fairseq-train runs, the warm start, the evaluation
+def test_curriculum_script_stops_early_then_skips_and_refuses(tmp_path):
+    out = tmp_path / "c"
+    # every saved valid loss is below 100 bits: task 1 must be stopped long before its budget
+    r = _run(out, T1_UPDATES="5000", T2_UPDATES="3", STOP_BITS="100")
+    assert r.returncode == 0, r.stderr[-3000:]
+    log1 = (out / "ck" / "t1_s0.log").read_text()
+    assert "stopped, valid loss <= 100 bits" in log1
+    assert max(int(n) for n in re.findall(r"num_updates (\d+)", log1)) < 5000
+    assert (out / "ck" / "t1_s0.done").exists() and (out / "ck" / "t2_s0.done").exists()
+    assert "encoder layers: 2 -> 3" in (out / "ck" / "t1_s0.to_task2.log").read_text()
+    assert "Loaded checkpoint" in (out / "ck" / "t2_s0.log").read_text()
+    table = (out / "report" / "qa_results.csv").read_text().splitlines()
+    assert [ln.split(",")[1] for ln in table[1:]] == ["1", "2"]
+    # called again: both stages are skipped (their logs are not rewritten)
+    before = {n: (out / "ck" / f"{n}.log").stat().st_mtime_ns for n in ("t1_s0", "t2_s0")}
+    r = _run(out, T1_UPDATES="5000", T2_UPDATES="3", STOP_BITS="100")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {n: (out / "ck" / f"{n}.log").stat().st_mtime_ns for n in before} == before
+    # a task-2 stage without its marker (as if interrupted): refused with the folder named
+    (out / "ck" / "t2_s0.done").unlink()
+    r = _run(out, T1_UPDATES="5000", T2_UPDATES="3", STOP_BITS="100")
+    assert r.returncode != 0 and f"{out / 'ck' / 't2_s0'} has a checkpoint_best.pt but no" in r.stderr
