@@ -22,8 +22,11 @@ venv: $(STAMP)
 # Two workers (pytest-xdist); the SLURM tests stay together on one (tests/conftest.py).
 PYTEST_PAR := -n 2 --dist loadgroup
 
+# test_slurm.py runs on its own, serially: its session fixture starts one local SLURM cluster,
+# and twice this session xdist ran the file on both workers (two concurrent `up`s; docs/testing.md)
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_PAR) --durations=30 tests
+	$(PY) -m pytest -q $(PYTEST_PAR) --durations=30 --ignore=tests/test_slurm.py tests
+	$(PY) -m pytest -q --durations=10 tests/test_slurm.py
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_PAR) -m "not slow" tests
