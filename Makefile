@@ -19,7 +19,7 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-# Two workers (pytest-xdist); the SLURM tests stay together on one (tests/conftest.py).
+# Two workers (pytest-xdist); tests/conftest.py groups tests that share a fixture on one worker.
 PYTEST_PAR := -n 2 --dist loadgroup
 
 # test_slurm.py runs on its own, serially: its session fixture starts one local SLURM cluster,

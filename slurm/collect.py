@@ -80,10 +80,10 @@ def collect(run_dir, stage="evaluate", metric=None):
         for lineno, row in enumerate(rows[1:], 2):
             if len(row) != len(header):
                 raise UserError(f"{path}:{lineno}: {len(row)} fields, header has {len(header)}")
-            label = [header[i] in LABEL_COLUMNS or not _is_number(row[i]) for i in keep]
-            key = tuple(row[i] for i, lab in zip(keep, label) if lab)
+            is_label = [header[i] in LABEL_COLUMNS or not _is_number(row[i]) for i in keep]
+            key = tuple(row[i] for i, lab in zip(keep, is_label) if lab)
             cell = groups.setdefault(key, {})
-            for i, lab in zip(keep, label):
+            for i, lab in zip(keep, is_label):
                 if not lab:
                     cell.setdefault(header[i], []).append(float(row[i]))
     num_cols = [h for h in header if any(h in g for g in groups.values())]
