@@ -29,7 +29,12 @@ def _shares_a_module_fixture(item) -> bool:
     return False
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    """Marks the groups. tryfirst: xdist's worker turns each item's ``xdist_group`` mark into a
+    ``@group`` suffix of its node id in its own modifyitems hook; a hook of ours that ran after it
+    (pluggy calls the conftest's plain hook later) added marks nobody read, and every group was
+    split over both workers (docs/testing.md)."""
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
@@ -38,6 +43,31 @@ def pytest_collection_modifyitems(config, items):
             group = item.path.name  # the users of a shared fixture stay on one worker
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+_LOST_GROUPS = []
+
+
+def pytest_collection_finish(session):
+    """Under ``--dist loadgroup``, notes grouped tests whose group did not reach xdist: its
+    scheduler sees a group only as the ``@group`` suffix of a node id, which pytest 9.2 no longer
+    lets a plugin write (pytest-dev/pytest-xdist#1386). Those tests would silently run on both
+    workers (the SLURM tests would start two clusters at once); pytest_runtest_setup fails them."""
+    config = session.config
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not config.getvalue("loadgroup"):
+        return
+    _LOST_GROUPS.extend(item.nodeid for item in session.items
+                        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # before any fixture is set up (a worker's UsageError would only show as an xdist crash)
+    if _LOST_GROUPS:
+        pytest.fail(f"--dist loadgroup: {len(_LOST_GROUPS)} grouped tests lost their group (e.g. "
+                    f"{_LOST_GROUPS[0]}), so xdist would split them over the workers; pytest >= 9.2 "
+                    "does not let xdist tag node ids (pytest-dev/pytest-xdist#1386): install "
+                    "pytest<9.2 as setup.cfg pins it, or run without -n", pytrace=False)
 
 
 def pytest_configure(config):
