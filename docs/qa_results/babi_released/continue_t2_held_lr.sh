@@ -6,6 +6,8 @@
 # --reset-lr-scheduler, the optimiser's lr overridden to LR, --lr-scheduler fixed. fairseq-train
 # directly, not configs/qa_train.sh, so that checkpoint_last.pt is kept (a continuation whose clean
 # valid loss never beats the restored best writes no checkpoint_best). Data: FROM/data/bin/task2.
+# ENTITY_TYPE=P adds the per-type dropout of `ENTITY_TYPE=P configs/qa_babi_table2.sh` (bAbI's
+# entity groups), for continuing those runs with their own recipe.
 # Log: SAVE_DIR.log. Used by stpr_t2_64k_entitywords_to67k/ and stpr_t2_entitywords_32k/continued_*/.
 set -euo pipefail
 FROM=$1; SAVE=$2; s=$3; LR=$4; MAXUP=$5
@@ -13,9 +15,14 @@ HERE=$(cd "$(dirname "$0")/../../.." && pwd)
 PY=${PYTHON:-python}
 W=${ENTITY_WORDS-$(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_words; print(entity_words())")}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+TYPE_ARGS=()
+if [ "${ENTITY_TYPE:-0}" != 0 ]; then
+  TYPE_ARGS=(--entity-dropout-type "$ENTITY_TYPE" --entity-dropout-groups
+             "$(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_groups; print(entity_groups())")")
+fi
 fairseq-train "$FROM/data/bin/task2" --user-dir "$HERE/user_dir" --task babi_qa \
   --arch stpr_babi --adam-betas "(0.9,0.99)" --entity-dropout 0.2 --entity-dropout-init-alpha --symbolic-positions \
-  --entity-dropout-story 0.3 --entity-dropout-words "$W" \
+  --entity-dropout-story 0.3 --entity-dropout-words "$W" "${TYPE_ARGS[@]}" \
   --restore-file "$FROM/ck/stpr_t2_s$s/checkpoint_best.pt" --reset-lr-scheduler \
   --optimizer-overrides "{'lr':$LR}" --lr-scheduler fixed --lr "$LR" \
   --criterion cross_entropy --optimizer adam --clip-norm 5.0 --batch-size 32 --max-update "$MAXUP" \
