@@ -16,3 +16,8 @@ wait
 ../../read_t2.sh $B $O/zero_shot $O/data/bin/task2 own_schedule \
     /work/qa_runs/type03_ctrl/ck/stpr_t2_s2/checkpoint_best.pt /work/qa_runs/type03_ctrl3/ck/stpr_t2_s3/checkpoint_best.pt
 # curves: the "| train |" and "valid |" lines of each log -> ARM/stpr_t2_sN_{train,valid}.txt
+# from scratch, lr held at 1e-3 throughout (LR_PATIENCE=1000: the plateau rule never fires), same
+# seeds: the runs are identical to the originals until their first halving (19,176 / 25,380)
+for s in 2 3; do LR_PATIENCE=1000 ENTITY_TYPE=0.3 configs/qa_babi_table2.sh $B /work/qa_runs/type03_fixedlr_s$s stpr $s 2 32000 & done; wait
+../../read_t2.sh $B $O/zero_shot $O/data/bin/task2 fixedlr_from_scratch_32k \
+    /work/qa_runs/type03_fixedlr_s2/ck/stpr_t2_s2/checkpoint_best.pt /work/qa_runs/type03_fixedlr_s3/ck/stpr_t2_s3/checkpoint_best.pt
