@@ -24,6 +24,7 @@ import plugins.models.qa_tpr as qt  # noqa: E402
 from tests.test_qa_vectorised import naive_split_story  # noqa: E402
 
 VECTORISED = qm.split_story
+LOSS_RTOL = 1e-4        # |loss_old - loss_new| / max(1, |loss_old|) after the timed updates
 
 
 class _Task:
@@ -103,7 +104,9 @@ def main(argv=None):
     caption = (f"batch {a.batch}, up to {a.sentences} sentences (source length {src.size(1)}), "
                f"{a.threads} thread(s), device {device}, torch {torch.__version__}, "
                f"best of {a.repeats} x {a.updates} updates")
-    table = [caption, "", "| model | row-by-row updates/s | vectorised updates/s | ratio |", "|---|---|---|---|"]
+    table = [caption, "", "| model | row-by-row updates/s | vectorised updates/s | ratio | final loss, rel. diff |",
+             "|---|---|---|---|---|"]
+    mismatched = []
     print("\n".join(table))
     for name in a.models.split(","):
         best = {}
@@ -124,12 +127,22 @@ def main(argv=None):
                 ups, losses[version] = timed(model, opt, src, prev, target, a.updates, a.device)
                 best[version] = max(best[version], ups)
         use(VECTORISED)
-        assert abs(losses["old"] - losses["new"]) < 1e-4 * max(1.0, abs(losses["old"])), (name, losses)
-        table.append(f"| {name} | {best['old']:.1f} | {best['new']:.1f} | {best['new'] / best['old']:.2f} |")
+        # both versions must train the same model: the row is printed (and kept) either way, and a
+        # gap over the tolerance fails the run at the end, so one model's mismatch loses no figures
+        rel = abs(losses["old"] - losses["new"]) / max(1.0, abs(losses["old"]))
+        if not rel < LOSS_RTOL:
+            mismatched.append(f"{name}: final loss {losses['old']:.6g} row by row, {losses['new']:.6g} vectorised")
+        table.append(f"| {name} | {best['old']:.1f} | {best['new']:.1f} | {best['new'] / best['old']:.2f} "
+                     f"| {rel:.1e} |")
         print(table[-1], flush=True)
     if a.markdown:
         atomic_write_text(a.markdown, "\n".join(table) + "\n")
+    if mismatched:
+        print(f"the two versions disagree (relative tolerance {LOSS_RTOL:g}): " + "; ".join(mismatched),
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

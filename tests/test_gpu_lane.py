@@ -174,7 +174,7 @@ def test_benchmark_tables_reach_the_summary(tmp_path):
     assert lane.markdown_table(two) == ["| T | k |", "|---|---|", "| 512 | 3 |"]   # the last table
     assert lane.markdown_table("no table\n") == []
     steps = lane.plan("py", tmp_path, ["bench"])
-    assert [s.name for s in steps] == ["bench", "bench:qa_split"]
+    assert [s.name for s in steps] == ["bench:trans", "bench:qa_split"]
     (tmp_path / "bench_trans.md").write_text("device: H100\n\n| T | impl |\n|---|---|\n| 512 | triton |\n")
     trans_table = lane.bench_table([str(c) for c in steps[0].cmd], "| printed | not |\n|---|---|\n")
     assert trans_table == ["device: H100", "", "| T | impl |", "|---|---|", "| 512 | triton |"]
@@ -183,5 +183,66 @@ def test_benchmark_tables_reach_the_summary(tmp_path):
     text = lane.summary_markdown({"gpu": "H100"}, results, dt.datetime(2026, 11, 26, tzinfo=dt.timezone.utc))
     assert "## bench:qa_split\n" in text and "| memnet | 46.7 | 150.9 | 3.23 |\n| stpr | 2.1 | 2.6 | 1.27 |" in text
     assert "`benchmarks/bench_qa_split.py --device cuda --updates 50 --repeats 3 --markdown bench_qa_split.md`" in text
-    assert "## bench\n" in text and "| 512 | triton |" in text and "| printed |" not in text
+    assert "## bench:trans\n" in text and "| 512 | triton |" in text and "| printed |" not in text
     assert str(tmp_path) not in text and str(lane.REPO) not in text     # no machine paths in the summary
+
+
+def test_steps_run_in_the_order_given():
+    """A session short of device time names first what it needs most."""
+    names = [s.name for s in lane.plan("py", Path("/w"), ["bench_qa", "smoke", "tests", "bench"], ["memnet"])]
+    assert names == ["bench:qa_split", "data:qa", "smoke:memnet", "tests", "bench:trans"]   # bench_qa once
+    assert [s.name for s in lane.plan("py", Path("/w"), ["tests", "bench"])] == ["tests", "bench:trans",
+                                                                                 "bench:qa_split"]
+    # --tests: a session short of time leaves out the long precision runs
+    (step,) = lane.plan("py", Path("/w"), ["tests"], tests=["tests/test_trans_cuda.py"])
+    assert step.cmd[-1] == "tests/test_trans_cuda.py" and "tests/test_precision_cuda.py" not in step.cmd
+    with pytest.raises(lane.LaneError, match="--tests tests/nope.py: no such test file"):
+        lane.plan("py", Path("/w"), ["tests"], tests=["tests/nope.py"])
+
+
+FAKE_PY = """#!/bin/sh
+if [ "$1" = -c ]; then
+  echo '{"python": "3.12", "torch": "x", "cuda": "None", "cuda_available": false, "gpu": "none",
+         "triton": "x", "fairseq": "x"}' | tr -d '\\n'; echo; exit 0
+fi
+echo "step started: $*"
+sleep 30    # a child of the step: the group kill must reach it
+echo never
+"""
+
+
+def test_budget_cuts_a_step_kills_its_children_and_keeps_the_summary(tmp_path, monkeypatch):
+    """--budget: a step gets at most what is left (its whole process group is killed then, children
+    too, without waiting for them), later steps are listed as not run, and the summary holds
+    what ran."""
+    import os
+    import time
+
+    fake = tmp_path / "py"
+    fake.write_text(FAKE_PY)
+    os.chmod(fake, 0o755)
+    monkeypatch.setattr(lane, "MIN_STEP_SECONDS", 1)
+    summary = tmp_path / "summary.md"
+    t0 = time.time()
+    rc = lane.main(["run", "--python", str(fake), "--no-install", "--cpu", "--steps", "bench_qa,tests",
+                    "--budget", "3", "--work", str(tmp_path / "work"), "--summary", str(summary)])
+    took = time.time() - t0
+    assert rc == 1 and took < 15, took                  # not the step's own 600 s, nor the child's 30 s
+    text = summary.read_text()
+    assert text.splitlines()[0].endswith(": FAILED")
+    assert "### bench:qa_split: exit 124" in text and "step started:" in text and "never" not in text
+    assert "## Not run: the --budget was spent\n\n- tests\n" in text
+    assert "Still to run" not in text
+    log = (tmp_path / "work" / "logs" / "bench_qa_split.log").read_text()
+    assert log.startswith("step started:") and "bench_qa_split.py --device cpu" in log
+
+
+def test_summary_while_steps_are_pending_says_so(tmp_path):
+    steps = lane.plan("py", tmp_path, ["tests", "bench_qa"])
+    done = lane.Result(steps[0], 0, 61.0, "", counts={"passed": 4})
+    when = dt.datetime(2026, 11, 27, tzinfo=dt.timezone.utc)
+    text = lane.summary_markdown({}, [done], when, pending=["bench:qa_split"])
+    assert text.splitlines()[0].endswith(": in progress, 1 of 2 steps run")
+    assert "## Still to run\n\n- bench:qa_split\n" in text
+    text = lane.summary_markdown({}, [done], when, not_run=["bench:qa_split"])
+    assert text.splitlines()[0].endswith(": INCOMPLETE, 1 steps not run (budget)")

@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,7 @@ PYTHON_VERSION = "3.12"
 CUDA_TESTS = ["tests/test_trans_cuda.py", "tests/test_trans_launch.py", "tests/test_trans_layout.py",
               "tests/test_precision_cuda.py"]
 SMOKE_UPDATES = 30
+MIN_STEP_SECONDS = 20    # under --budget, a step with less time left than this is not started
 
 
 class LaneError(Exception):
@@ -151,56 +153,89 @@ SMOKE = {
     "tpru": ("pairs", ["--task", "translation", "-s", "src", "-t", "tgt", "--arch", "tpru_tiny",
                        "--criterion", "cross_entropy", "--optimizer", "adam", "--lr", "3e-3", "--max-tokens", "800"]),
 }
-STEPS = ("tests", "smoke", "bench")
+STEPS = ("tests", "smoke", "bench_trans", "bench_qa")
+ALIASES = {"bench": ("bench_trans", "bench_qa")}
 
 
-def plan(py: str, work: Path, steps, families=None, device: str = "cuda") -> List[Step]:
-    """Every command the lane runs, in order (data preparation included)."""
+def expand_steps(steps) -> List[str]:
+    """The step groups in the order given, aliases (``bench``) expanded, each once."""
+    bad = sorted(set(steps) - set(STEPS) - set(ALIASES))
+    if bad:
+        raise LaneError(f"--steps {','.join(bad)}: unknown; choose from {','.join(STEPS + tuple(ALIASES))}")
+    out: List[str] = []
+    for s in steps:
+        for t in ALIASES.get(s, (s,)):
+            if t not in out:
+                out.append(t)
+    return out
+
+
+def plan(py: str, work: Path, steps, families=None, device: str = "cuda", tests=None) -> List[Step]:
+    """Every command the lane runs (data preparation included), step groups in the order of
+    ``steps``: a session short of device time puts first what it needs most."""
     families = list(SMOKE) if families is None else families
     unknown = sorted(set(families) - set(SMOKE))
     if unknown:
         raise LaneError(f"--families {','.join(unknown)}: unknown; choose from {','.join(SMOKE)}")
-    bad = sorted(set(steps) - set(STEPS))
-    if bad:
-        raise LaneError(f"--steps {','.join(bad)}: unknown; choose from {','.join(STEPS)}")
+    tests = list(CUDA_TESTS) if not tests else tests
+    missing = [t for t in tests if not (REPO / t.split("::")[0]).is_file()]
+    if missing:
+        raise LaneError(f"--tests {','.join(missing)}: no such test file in {REPO}")
     out: List[Step] = []
-    if "tests" in steps:
-        out.append(Step("tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *CUDA_TESTS],
-                        900, "pytest", str(REPO)))
-    if "smoke" in steps:
-        kinds = sorted({SMOKE[f][0] for f in families})
-        for kind in kinds:
-            if kind == "qa":
-                out.append(Step("data:qa", [py, "-m", "nesyseq_cli.main", "prepare", "qa", "--generate", "--out",
-                                            str(work / "data" / "qa"), "--tasks", "1", "--num-names", "10",
-                                            "--train-stories", "60", "--test-stories", "10"], 300, "prepare"))
-            else:
-                # the raw text files are written by the lane itself (write_corpora)
-                pre = [py, "-m", "fairseq_cli.preprocess", "--destdir", str(work / "data" / kind / "bin"),
-                       "--workers", "1"]
-                raw = work / "data" / kind
-                if kind == "mono":
-                    pre += ["--only-source", "--trainpref", str(raw / "train.txt"), "--validpref", str(raw / "valid.txt")]
-                else:
-                    pre += ["--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
-                            "--trainpref", str(raw / "train"), "--validpref", str(raw / "valid")]
-                out.append(Step(f"data:{kind}", pre, 300, "prepare"))
-        for fam in families:
-            kind, args = SMOKE[fam]
-            data = work / "data" / kind / ("bin/task1" if kind == "qa" else "bin")
-            cmd = _train(py, data, work / "ckpt" / fam, args)
-            if device == "cpu":
-                cmd.append("--cpu")
-            out.append(Step(f"smoke:{fam}", cmd, 600, "train"))
-    if "bench" in steps:
-        out.append(Step("bench", [py, str(REPO / "benchmarks" / "bench_trans.py"), "--T", "512", "1024",
-                                  "--kinds", "causal", "encdec", "--decode", "--module", "--compile",
-                                  "--markdown", str(work / "bench_trans.md")], 600, "bench", str(REPO)))
-        # bAbI-shaped batches of 32 (the runs of docs/qa.md), on the lane's device
-        out.append(Step("bench:qa_split", [py, str(REPO / "benchmarks" / "bench_qa_split.py"), "--device", device,
-                                           "--updates", "50", "--repeats", "3",
-                                           "--markdown", str(work / "bench_qa_split.md")], 600, "bench", str(REPO)))
+    for group in expand_steps(steps):
+        out += _GROUPS[group](py, work, families, device, tests)
     return out
+
+
+def _tests(py, work, families, device, tests) -> List[Step]:
+    return [Step("tests", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *tests],
+                 900, "pytest", str(REPO))]
+
+
+def _smoke(py, work, families, device, tests) -> List[Step]:
+    out: List[Step] = []
+    kinds = sorted({SMOKE[f][0] for f in families})
+    for kind in kinds:
+        if kind == "qa":
+            out.append(Step("data:qa", [py, "-m", "nesyseq_cli.main", "prepare", "qa", "--generate", "--out",
+                                        str(work / "data" / "qa"), "--tasks", "1", "--num-names", "10",
+                                        "--train-stories", "60", "--test-stories", "10"], 300, "prepare"))
+        else:
+            # the raw text files are written by the lane itself (write_corpora)
+            pre = [py, "-m", "fairseq_cli.preprocess", "--destdir", str(work / "data" / kind / "bin"),
+                   "--workers", "1"]
+            raw = work / "data" / kind
+            if kind == "mono":
+                pre += ["--only-source", "--trainpref", str(raw / "train.txt"), "--validpref", str(raw / "valid.txt")]
+            else:
+                pre += ["--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary",
+                        "--trainpref", str(raw / "train"), "--validpref", str(raw / "valid")]
+            out.append(Step(f"data:{kind}", pre, 300, "prepare"))
+    for fam in families:
+        kind, args = SMOKE[fam]
+        data = work / "data" / kind / ("bin/task1" if kind == "qa" else "bin")
+        cmd = _train(py, data, work / "ckpt" / fam, args)
+        if device == "cpu":
+            cmd.append("--cpu")
+        out.append(Step(f"smoke:{fam}", cmd, 600, "train"))
+    return out
+
+
+def _bench_trans(py, work, families, device, tests) -> List[Step]:
+    # no torch.compile column (an empty --compile): max-autotune alone can take minutes
+    return [Step("bench:trans", [py, str(REPO / "benchmarks" / "bench_trans.py"), "--T", "512", "1024",
+                                 "--kinds", "causal", "encdec", "--decode", "--module", "--compile",
+                                 "--markdown", str(work / "bench_trans.md")], 600, "bench", str(REPO))]
+
+
+def _bench_qa(py, work, families, device, tests) -> List[Step]:
+    # bAbI-shaped batches of 32 (the runs of docs/qa.md), on the lane's device (issue 23 part 5)
+    return [Step("bench:qa_split", [py, str(REPO / "benchmarks" / "bench_qa_split.py"), "--device", device,
+                                    "--updates", "50", "--repeats", "3",
+                                    "--markdown", str(work / "bench_qa_split.md")], 600, "bench", str(REPO))]
+
+
+_GROUPS = {"tests": _tests, "smoke": _smoke, "bench_trans": _bench_trans, "bench_qa": _bench_qa}
 
 
 def write_corpora(work: Path, seed: int = 0) -> None:
@@ -352,9 +387,21 @@ def _fmt(x, spec=""):
     return "–" if x is None else format(x, spec)
 
 
-def summary_markdown(env: Dict[str, str], results: List[Result], when: _dt.datetime) -> str:
+def summary_markdown(env: Dict[str, str], results: List[Result], when: _dt.datetime,
+                     not_run: List[str] = (), pending: List[str] = ()) -> str:
+    """The dated summary.  ``not_run``: steps skipped for want of --budget time; ``pending``:
+    steps still to come (the lane rewrites the summary after every step, so a session cut
+    short keeps what it measured)."""
     ok = all(r.ok for r in results)
-    lines = [f"# GPU lane, {when:%Y-%m-%d %H:%M} UTC: {'all steps passed' if ok else 'FAILED'}", "",
+    if not ok:
+        verdict = "FAILED"
+    elif pending:
+        verdict = f"in progress, {len(results)} of {len(results) + len(pending)} steps run"
+    elif not_run:
+        verdict = f"INCOMPLETE, {len(not_run)} steps not run (budget)"
+    else:
+        verdict = "all steps passed"
+    lines = [f"# GPU lane, {when:%Y-%m-%d %H:%M} UTC: {verdict}", "",
              "Written by `make test-gpu` (tools/gpu_lane.py); docs/testing.md describes the lane.", "",
              "| | |", "|---|---|"]
     for k in ("gpu", "driver", "python", "torch", "cuda", "triton", "fairseq", "commit"):
@@ -390,6 +437,10 @@ def summary_markdown(env: Dict[str, str], results: List[Result], when: _dt.datet
     failed = [r for r in results if not r.ok]
     for r in failed:
         lines += ["", f"### {r.step.name}: exit {r.returncode}", "", "```", r.log_tail.rstrip(), "```"]
+    if not_run:
+        lines += ["", "## Not run: the --budget was spent", "", *[f"- {n}" for n in not_run]]
+    if pending:
+        lines += ["", "## Still to run", "", *[f"- {n}" for n in pending]]
     return "\n".join(lines) + "\n"
 
 
@@ -499,13 +550,33 @@ def install(py: str, wheels_dir: Path, site: Path) -> List[str]:
     return [w.name for w in todo]
 
 
+def run_step(cmd: List[str], cwd: str, env: Dict[str, str], limit: int):
+    """(exit code, merged output) of one step; 124 and the output so far when it outran ``limit``.
+    The step runs in its own process group, and the whole group is killed at the limit: a child
+    it left behind (a compile worker) would otherwise hold the pipe open and stall the lane."""
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=limit)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, _ = p.communicate()
+        rc = 124
+    return rc, out.decode(errors="replace")
+
+
 def cmd_run(args) -> int:
     py = args.python
     work = Path(args.work).resolve()
     steps_wanted = [s for s in args.steps.split(",") if s]
     families = [f for f in args.families.split(",") if f] if args.families else None
     device = "cpu" if args.cpu else "cuda"
-    steps = plan(py, work, steps_wanted, families, device)
+    tests = [t for t in args.tests.split(",") if t] if args.tests else None
+    steps = plan(py, work, steps_wanted, families, device, tests)
     site = Path(args.site).resolve()
     if args.dry_run:
         print(f"# would install into {site} the wheels of {Path(args.wheels).resolve()} that {py} lacks")
@@ -527,16 +598,20 @@ def cmd_run(args) -> int:
     env = lane_env(site)
     (work / "logs").mkdir()
     results: List[Result] = []
-    for s in steps:
+    not_run: List[str] = []
+    path = Path(args.summary) if args.summary else None
+    deadline = time.time() + args.budget if args.budget > 0 else None
+    for i, s in enumerate(steps):
+        limit = s.timeout
+        if deadline is not None:
+            limit = min(limit, int(deadline - time.time()))
+            if limit < MIN_STEP_SECONDS:
+                not_run.append(s.name)
+                print(f"=== {s.name}: not run, {max(limit, 0)}s of the budget left", flush=True)
+                continue
         t0 = time.time()
-        print(f"=== {s.name}", flush=True)
-        try:
-            p = subprocess.run(s.cmd, cwd=s.cwd or str(work), env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, timeout=s.timeout)
-            rc, out = p.returncode, p.stdout
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout or ""
-            rc, out = 124, out.decode(errors="replace") if isinstance(out, bytes) else out
+        print(f"=== {s.name} (limit {limit}s)", flush=True)
+        rc, out = run_step(s.cmd, s.cwd or str(work), env, limit)
         (work / "logs" / f"{s.name.replace(':', '_')}.log").write_text(out)
         r = Result(s, rc, time.time() - t0, "\n".join(out.strip().splitlines()[-30:]))
         if s.kind == "pytest":
@@ -547,13 +622,16 @@ def cmd_run(args) -> int:
             r.table = bench_table([str(c) for c in s.cmd], out)
         results.append(r)
         print(f"    {'ok' if r.ok else 'FAILED'} ({r.seconds:.0f}s)", flush=True)
+        when = _dt.datetime.now(_dt.timezone.utc)
+        path = path or summary_path(REPO / "docs", when, env_info.get("gpu", "gpu"))
+        atomic_write_text(path, summary_markdown(env_info, results, when, not_run, [t.name for t in steps[i + 1:]]))
     when = _dt.datetime.now(_dt.timezone.utc)
-    text = summary_markdown(env_info, results, when)
-    path = Path(args.summary) if args.summary else summary_path(REPO / "docs", when, env_info.get("gpu", "gpu"))
+    text = summary_markdown(env_info, results, when, not_run)
+    path = path or summary_path(REPO / "docs", when, env_info.get("gpu", "gpu"))
     atomic_write_text(path, text)
     print(text)
     print(f"summary: {path}\nlogs: {work / 'logs'}")
-    return 0 if all(r.ok for r in results) else 1
+    return 0 if all(r.ok for r in results) and not not_run else 1
 
 
 def main(argv=None) -> int:
@@ -569,7 +647,13 @@ def main(argv=None) -> int:
     r.add_argument("--wheels", default=str(REPO / ".whl"))
     r.add_argument("--site", default="/tmp/nesyseq-gpu-site", help="where the wheels are installed (--target)")
     r.add_argument("--work", default="/tmp/nesyseq-gpu-lane", help="data, checkpoints and logs of this run")
-    r.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {','.join(STEPS)}")
+    r.add_argument("--steps", default="tests,smoke,bench",
+                   help=f"comma-separated, run in this order: {', '.join(STEPS)} (bench = bench_trans,bench_qa)")
+    r.add_argument("--budget", type=int, default=0,
+                   help="seconds for all steps together: each step's time limit is cut to what is left, a step "
+                        "with under %d s left is not run; the summary is rewritten after every step" % MIN_STEP_SECONDS)
+    r.add_argument("--tests", default="", help="the tests step's files, comma-separated (default: "
+                   + ",".join(CUDA_TESTS) + ")")
     r.add_argument("--families", default="", help=f"smoke runs only for these (default all: {','.join(SMOKE)})")
     r.add_argument("--summary", default="", help="summary path (default docs/gpu_runs/<date>_<gpu>.md)")
     r.add_argument("--no-install", action="store_true", help="use what the interpreter has; install nothing")
