@@ -41,7 +41,7 @@ def naive_split_story(src, sent_end, q_end, pad, eos):
                 story[b, S - len(sents) + i, : len(sent)] = torch.tensor(sent)
         if questions[b]:
             question[b, : len(questions[b])] = torch.tensor(questions[b])
-    return story, question
+    return story.to(src.device), question.to(src.device)    # as the old code did (433dd5a), for GPU timings
 
 
 def _random_source(g, B, T):
