@@ -17,9 +17,12 @@ kernel on CUDA when Triton is available and the reference everywhere else.
                    masked softmax, batched matmul, row mask.
 
 On CUDA, 'auto' does not take the kernels blindly: ``auto_path`` sends the
-unmasked case at long lengths to the eager path, where the H100 benchmark
-(docs/benchmarks.md) measured the fused backward slower than cuBLAS.
+unmasked case at long lengths, and in float32 at any length, to the eager path,
+where the H100 benchmark (docs/benchmarks.md) measured the fused backward slower
+than cuBLAS.
 """
+import torch
+
 from .eager import trans_eager
 from .reference import MASK_KINDS, TransMask, allowed_masks, trans_reference
 from . import trans_triton as _tt  # imports triton lazily
@@ -33,13 +36,19 @@ TRANS_IMPLS = ("auto", "triton", "torch", "eager")
 # every masked kind won at both lengths (2.0-2.1x).  768 sits between the two measured
 # lengths; the crossover itself has not been measured.
 EAGER_UNMASKED_MIN_COLUMNS = 768
+# Unmasked float32 trans runs eagerly at every length under impl='auto' on CUDA.  Measured on
+# an H100 (2026-11-27, main's kernels, docs/benchmarks.md), T = 512, forward+backward: kernel/
+# eager 0.52x in IEEE fp32 (its dK kernel alone 18 ms) and 0.96x with TF32; causal float32 at
+# T = 1024 won (1.74x IEEE, 1.91x TF32), so masked float32 keeps the kernels.  Shorter
+# unmasked lengths were not measured.
+EAGER_UNMASKED_DTYPES = (torch.float32,)
 
 
 def auto_path(K, mask) -> str:
     """'triton' or 'eager': the CUDA path impl='auto' takes for kernel logits K (B, H, Tq, A)."""
     kind = mask.kind if mask is not None else "none"
     # key padding leaves both paths' work unchanged (masked loads / a masked_fill); not measured separately
-    if kind == "none" and K.shape[-1] >= EAGER_UNMASKED_MIN_COLUMNS:
+    if kind == "none" and (K.shape[-1] >= EAGER_UNMASKED_MIN_COLUMNS or K.dtype in EAGER_UNMASKED_DTYPES):
         return "eager"
     return "triton"
 
@@ -74,5 +83,5 @@ def trans(K, v, mask=None, v_enc=None, impl: str = "auto"):
     return mod.trans_triton(K, v, mask, v_enc)
 
 
-__all__ = ["EAGER_UNMASKED_MIN_COLUMNS", "MASK_KINDS", "TRANS_IMPLS", "auto_path", "trans_eager", "TransConfig", "TransKernelUnavailable", "TransMask", "allowed_masks", "trans",
+__all__ = ["EAGER_UNMASKED_DTYPES", "EAGER_UNMASKED_MIN_COLUMNS", "MASK_KINDS", "TRANS_IMPLS", "auto_path", "trans_eager", "TransConfig", "TransKernelUnavailable", "TransMask", "allowed_masks", "trans",
            "trans_reference"]
