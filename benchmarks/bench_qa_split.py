@@ -24,7 +24,12 @@ import plugins.models.qa_tpr as qt  # noqa: E402
 from tests.test_qa_vectorised import naive_split_story  # noqa: E402
 
 VECTORISED = qm.split_story
-LOSS_RTOL = 1e-4        # |loss_old - loss_new| / max(1, |loss_old|) after the timed updates
+LOSS_RTOL = 1e-4        # |loss_old - loss_new| / max(1, |loss_old|)
+# The check: the two versions' losses after the 2 warm-up updates (from the same initial weights)
+# agree on every device; after all the timed updates they must agree on the CPU only.  CUDA's
+# atomic-add kernels are not bitwise reproducible, and training amplifies that: on an H100 the
+# same (vectorised) stpr run twice gave 2.0963 and 2.0693 after 50 updates, identical losses
+# after 1 (docs/gpu_runs/README.md).  On CUDA the final gap is shown, not enforced.
 
 
 class _Task:
@@ -104,19 +109,20 @@ def main(argv=None):
     caption = (f"batch {a.batch}, up to {a.sentences} sentences (source length {src.size(1)}), "
                f"{a.threads} thread(s), device {device}, torch {torch.__version__}, "
                f"best of {a.repeats} x {a.updates} updates")
-    table = [caption, "", "| model | row-by-row updates/s | vectorised updates/s | ratio | final loss, rel. diff |",
-             "|---|---|---|---|---|"]
+    table = [caption, "", "| model | row-by-row updates/s | vectorised updates/s | ratio "
+             "| loss rel. diff after 2 updates | after the last |", "|---|---|---|---|---|---|"]
     mismatched = []
     print("\n".join(table))
     for name in a.models.split(","):
         best = {}
         losses = {}
+        early = {}
         for version, fn in (("old", naive_split_story), ("new", VECTORISED)):
             torch.manual_seed(0)
             model = build(name, d).to(a.device)
             opt = torch.optim.Adam(model.parameters(), lr=1e-3)
             use(fn)
-            timed(model, opt, src, prev, target, 2, a.device)            # warm-up
+            early[version] = timed(model, opt, src, prev, target, 2, a.device)[1]     # warm-up
             best[version] = 0.0
         for _ in range(a.repeats):
             for version, fn in (("old", naive_split_story), ("new", VECTORISED)):
@@ -129,11 +135,14 @@ def main(argv=None):
         use(VECTORISED)
         # both versions must train the same model: the row is printed (and kept) either way, and a
         # gap over the tolerance fails the run at the end, so one model's mismatch loses no figures
-        rel = abs(losses["old"] - losses["new"]) / max(1.0, abs(losses["old"]))
-        if not rel < LOSS_RTOL:
-            mismatched.append(f"{name}: final loss {losses['old']:.6g} row by row, {losses['new']:.6g} vectorised")
+        gaps = {}
+        for when, got in (("after 2 updates", early), ("after the last", losses)):
+            gaps[when] = abs(got["old"] - got["new"]) / max(1.0, abs(got["old"]))
+            enforced = when == "after 2 updates" or not a.device.startswith("cuda")
+            if enforced and not gaps[when] < LOSS_RTOL:
+                mismatched.append(f"{name}: loss {when} {got['old']:.6g} row by row, {got['new']:.6g} vectorised")
         table.append(f"| {name} | {best['old']:.1f} | {best['new']:.1f} | {best['new'] / best['old']:.2f} "
-                     f"| {rel:.1e} |")
+                     f"| {gaps['after 2 updates']:.1e} | {gaps['after the last']:.1e} |")
         print(table[-1], flush=True)
     if a.markdown:
         atomic_write_text(a.markdown, "\n".join(table) + "\n")
