@@ -14,6 +14,8 @@
 # bAbI's people, rooms and objects, data_prep/qa_zero_shot.py; ENTITY_WORDS="": every word).
 # ENTITY_TYPE: rate of --entity-dropout-type added to the default recipe with bAbI's people;
 # rooms; objects as its groups (default 0: off, the recipe of every run before it).
+# VALID_DROPOUT=1: add --valid-entity-dropout (ours): the valid loss that drives the lr plateau
+# rule and checkpoint_best is computed under the same entity dropout (fixed masks per batch).
 # RESTORE: continue an earlier OUT: each run starts from RESTORE/ck/MODEL_tTASK_sSEED/checkpoint_best.pt
 # (its weights, optimiser, lr schedule and update count) and trains on up to MAX_UPDATE; the
 # dictionary must be the one that run was trained with (checked). fairseq writes checkpoint_best
@@ -33,6 +35,7 @@ if [ -z "${EXTRA+set}" ]; then   # the default recipe; the word list is looked u
     EXTRA="$EXTRA --entity-dropout-type $ENTITY_TYPE --entity-dropout-groups $(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_groups; print(entity_groups())")"
   fi
 fi
+[ "${VALID_DROPOUT:-0}" = 0 ] || EXTRA="$EXTRA --valid-entity-dropout"
 read -r -a EXTRA_ARGS <<< "$EXTRA"
 # shellcheck source=configs/qa_train.sh
 source "$HERE/configs/qa_train.sh"

@@ -334,3 +334,62 @@ def test_symbolic_positions_weigh_each_word_by_its_position():
     torch.testing.assert_close(_probs(model, src), _probs(plain.eval(), src), rtol=0, atol=1e-12)
     assert (shifted - _probs(model, src)).abs().max() > 1e-4          # γ reaches the answer
     assert "encoder.sym_pos" not in plain.state_dict()                # off: the paper's parameters only
+
+
+# --------------------------------------------------------------------------- --valid-entity-dropout
+
+def _valid_sample(d, src, answers):
+    B = src.size(0)
+    return {"id": torch.arange(B) + 5, "nsentences": B, "ntokens": B,
+            "net_input": {"src_tokens": src, "src_lengths": torch.full((B,), src.size(1)),
+                          "prev_output_tokens": torch.full((B, 1), d.eos(), dtype=torch.long)},
+            "target": torch.tensor([[d.index(a)] for a in answers])}
+
+
+def _task(d, on):
+    from plugins.tasks.babi_qa import BabiQAConfig, BabiQATask
+    return BabiQATask(BabiQAConfig(data="", valid_entity_dropout=on), d, d)
+
+
+def _valid_loss(task, model, sample):
+    from fairseq.criterions.cross_entropy import CrossEntropyCriterion
+    loss, size, _ = task.valid_step(sample, model, CrossEntropyCriterion(task, sentence_avg=True))
+    return float(loss), size
+
+
+@pytest.mark.parametrize("cls", [SymbolicTPRModel, TPRRNNModel])
+def test_valid_entity_dropout_is_the_training_mask_seeded_by_the_batch(cls):
+    """The validation loss under --valid-entity-dropout equals, example by example, the zero-shot
+    path (set_unseen of the words the *training* mask drops, drawn from a generator seeded with
+    the sum of the batch's ids); it is the same at every validation, and eval mode is untouched
+    outside it."""
+    model, d = _build(cls, entity_dropout=0.5, entity_dropout_story=0.3)
+    src = encode(d, STORIES)
+    sample = _valid_sample(d, src, ["garden", "office", "kitchen"])
+    seed = int(sample["id"].sum())
+    drop = copy.deepcopy(model).train().encoder.entity_dropout_mask(src, generator=torch.Generator().manual_seed(seed))
+    assert drop.any() and not drop.all(-1).any()         # some words dropped, never a whole row of the vocabulary
+    ref = 0.0
+    for b in range(src.size(0)):
+        one = copy.deepcopy(model).eval()
+        one.encoder.set_unseen(drop[b].nonzero().flatten().tolist())
+        ref -= torch.log(_probs(one, src[b: b + 1])[0, sample["target"][b, 0]]).item()
+    model.eval()
+    got, size = _valid_loss(_task(d, True), model, sample)
+    assert size == 3 and got == pytest.approx(ref, rel=1e-9)          # the criterion sums -ln p
+    assert _valid_loss(_task(d, True), model, sample)[0] == got                  # the same masks every time
+    plain, _ = _valid_loss(_task(d, False), model, sample)
+    assert abs(plain - got) > 1e-3
+    assert model.encoder._valid_drop_gen is None and not model.training
+    torch.testing.assert_close(_probs(model, src), _probs(copy.deepcopy(model).eval(), src), rtol=0, atol=0)
+
+
+def test_valid_entity_dropout_needs_entity_dropout():
+    from plugins.tasks.babi_qa import check_valid_entity_dropout
+    from plugins.models.qa_memnet import MemNetConfig, MemNetModel
+    check_valid_entity_dropout(_build(SymbolicTPRModel, entity_dropout_type=0.0, entity_dropout=0.1)[0])
+    off, d = _build(SymbolicTPRModel)
+    with pytest.raises(ValueError, match="--valid-entity-dropout: the model .*has no entity dropout"):
+        check_valid_entity_dropout(off)
+    with pytest.raises(ValueError, match="--valid-entity-dropout"):
+        check_valid_entity_dropout(MemNetModel.build_model(MemNetConfig(embed_dim=4), FakeTask(d)))

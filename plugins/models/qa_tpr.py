@@ -20,6 +20,7 @@ semantic part only) and tanh; its LN normalises the semantic part with LayerNorm
 symbolic part over real slots only (``slot_layer_norm``); p_j multiplies the semantic part
 only; story and question share A, α and p.
 """
+import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -246,6 +247,27 @@ class TPREncoder(FairseqEncoder):
                              persistent=False)
         if getattr(cfg, "entity_dropout_type", 0.0) > 0.0 and self.drop_groups is None:
             raise ValueError("--entity-dropout-type needs --entity-dropout-groups (the word groups it draws from)")
+        # set only inside ``validation_entity_dropout``: the generator of eval-mode entity dropout
+        self._valid_drop_gen = None
+
+    def entity_dropout_rate(self) -> float:
+        """The largest of the entity-dropout rates; 0 when entity dropout is off."""
+        cfg = self.cfg
+        return max(cfg.entity_dropout, cfg.entity_dropout_story, cfg.entity_dropout_random_rate,
+                   getattr(cfg, "entity_dropout_type", 0.0))
+
+    @contextlib.contextmanager
+    def validation_entity_dropout(self, seed: int):
+        """Inside: entity dropout applies in eval mode too, drawn from a generator seeded with
+        ``seed``, so a validation batch sees the same masks at every validation (ours: the babi_qa
+        task's --valid-entity-dropout, docs/qa.md).  Outside, eval mode never drops."""
+        g = torch.Generator(device=self.A.semantic.weight.device)
+        g.manual_seed(seed)
+        self._valid_drop_gen = g
+        try:
+            yield
+        finally:
+            self._valid_drop_gen = None
 
     def set_unseen(self, ids):
         """Words unseen in training: zero semantic embedding (A) and output (Z) rows, the paper's
@@ -255,9 +277,7 @@ class TPREncoder(FairseqEncoder):
         self.A.set_unseen(ids, zero_alpha=self.cfg.zero_unseen_alpha)
 
     def _dropping(self) -> bool:
-        cfg = self.cfg
-        return self.training and max(cfg.entity_dropout, cfg.entity_dropout_story, cfg.entity_dropout_random_rate,
-                                     getattr(cfg, "entity_dropout_type", 0.0)) > 0.0
+        return (self.training or self._valid_drop_gen is not None) and self.entity_dropout_rate() > 0.0
 
     def entity_dropout_mask(self, src_tokens, generator=None, slots=None):
         """(B, V) bool: the words treated as unseen in each example of this training batch.
@@ -269,6 +289,8 @@ class TPREncoder(FairseqEncoder):
         uncapped ``context_symbols`` of ``src_tokens`` if the caller has them already."""
         if not self._dropping():
             return None
+        if generator is None:
+            generator = self._valid_drop_gen        # None in training: the global RNG, as before
         p = self.cfg.entity_dropout
         if slots is None:
             slots = context_symbols(src_tokens, self.ignore, self.pad)           # (B, m)
@@ -385,6 +407,12 @@ class _TPRModel(_QAModel):
     @classmethod
     def build_model(cls, cfg, task):
         return cls(TPREncoder(cfg, task.source_dictionary, cls.symbolic), AnswerDecoder(task.target_dictionary))
+
+    def entity_dropout_rate(self) -> float:
+        return self.encoder.entity_dropout_rate()
+
+    def validation_entity_dropout(self, seed: int):
+        return self.encoder.validation_entity_dropout(seed)
 
 
 @register_model("tpr_rnn", dataclass=TPRConfig)

@@ -23,6 +23,21 @@ class BabiQAConfig(TranslationConfig):
         "help": "give words that never occur in train (unseen.txt) zero semantic embedding / output rows "
                 "(paper); models without set_unseen ignore it"})
     left_pad_source: bool = field(default=False, metadata={"help": "pad source on the right"})
+    valid_entity_dropout: bool = field(default=False, metadata={
+        "help": "(ours) compute the validation loss under the model's training entity dropout, with masks "
+                "drawn from a generator seeded by each batch's example ids (the same masks at every "
+                "validation), so the lr plateau rule and checkpoint_best see what the zero-shot test sees; "
+                "only for models with entity dropout on (tpr_rnn / stpr --entity-dropout*).  It acts in "
+                "task.valid_step only (fairseq-train's validation, fairseq-validate); nesyseq evaluate qa "
+                "and fairseq-generate never drop"})
+
+
+def check_valid_entity_dropout(model) -> None:
+    """--valid-entity-dropout needs a model whose entity dropout is on."""
+    if not (hasattr(model, "validation_entity_dropout") and model.entity_dropout_rate() > 0.0):
+        raise ValueError(f"--valid-entity-dropout: the model ({type(model).__name__}) has no entity dropout "
+                         "turned on; it needs tpr_rnn / stpr with --entity-dropout, --entity-dropout-story, "
+                         "--entity-dropout-random-rate or --entity-dropout-type > 0")
 
 
 @register_task("babi_qa", dataclass=BabiQAConfig)
@@ -41,7 +56,17 @@ class BabiQATask(TranslationTask):
         model = super().build_model(cfg, from_checkpoint)
         if self.cfg.zero_unseen and self.unseen_ids and hasattr(model, "set_unseen"):
             model.set_unseen(self.unseen_ids)
+        if self.cfg.valid_entity_dropout:
+            check_valid_entity_dropout(model)
         return model
+
+    def valid_step(self, sample, model, criterion):
+        if not self.cfg.valid_entity_dropout:
+            return super().valid_step(sample, model, criterion)
+        # the batch's example ids fix its masks: fairseq's validation batches are the same each time
+        seed = int(sample["id"].sum()) if sample and "id" in sample else 0
+        with model.validation_entity_dropout(seed):
+            return super().valid_step(sample, model, criterion)
 
     def begin_epoch(self, epoch, model):
         """Linear start (``memnet``/``smn`` ``--linear-start-epochs``) ends by the epoch count, as the
