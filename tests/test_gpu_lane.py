@@ -246,3 +246,19 @@ def test_summary_while_steps_are_pending_says_so(tmp_path):
     assert "## Still to run\n\n- bench:qa_split\n" in text
     text = lane.summary_markdown({}, [done], when, not_run=["bench:qa_split"])
     assert text.splitlines()[0].endswith(": INCOMPLETE, 1 steps not run (budget)")
+
+
+def test_commit_names_modified_tracked_files(tmp_path):
+    """A device's copy may pair an old .git with a newer tree: the summary must say so."""
+    def git(*a):
+        subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git("add", "a.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    (tmp_path / "new.txt").write_text("untracked files do not count\n")
+    assert lane.repo_commit(tmp_path) == head
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert lane.repo_commit(tmp_path) == f"{head}+1 modified"

@@ -509,9 +509,20 @@ def gather_env(py: str, site: Optional[Path] = None) -> Dict[str, str]:
     if smi:
         q = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True)
         env["driver"] = q.stdout.strip().splitlines()[0] if q.returncode == 0 and q.stdout.strip() else "?"
-    g = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    env["commit"] = g.stdout.strip() or "?"
+    env["commit"] = repo_commit()
     return env
+
+
+def repo_commit(repo: Path = REPO) -> str:
+    """The short HEAD, with '+N modified' when tracked files differ from it: a device machine's
+    copy of the repository can carry a .git older than its working tree (2026-11-27: the summary
+    named the session's first commit while the tree was three commits on)."""
+    g = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    head = g.stdout.strip() or "?"
+    st = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                        capture_output=True, text=True)
+    n = len(st.stdout.splitlines()) if st.returncode == 0 else 0
+    return f"{head}+{n} modified" if n else head
 
 
 def lane_env(site: Optional[Path]) -> Dict[str, str]:
