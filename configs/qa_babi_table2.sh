@@ -21,7 +21,8 @@
 # dictionary must be the one that run was trained with (checked). fairseq writes checkpoint_best
 # only when the valid loss beats the restored run's best, so a continuation that never does
 # leaves no checkpoint and the script stops with that message.
-# Writes OUT/report/MODEL/qa_external.{md,json}: per file, mean ± std over the seeds.
+# Writes OUT/report/MODEL/seeds_S1-S2-…/qa_external.{md,json}: per file, mean ± std over this
+# call's seeds (named by them, so calls that share an OUT, one seed each, keep their own reports).
 set -euo pipefail
 BABI=$1; OUT=$2; MODELS=${3:-stpr}; SEEDS=${4:-"0 1 2"}; TASK=${5:-2}; MAXUP=${6:-32000}
 LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-10}
@@ -79,8 +80,9 @@ for m in $MODELS; do
     f=$OUT/zero_shot/$(basename "$test_file" .txt)_$kind.txt
     if [ -f "$f" ]; then FILES+=(--babi-file "$f"); fi
   done
-  mkdir -p "$OUT/report"
+  rep=$OUT/report/$m/seeds_$(echo $SEEDS | tr ' ' '-')
+  mkdir -p "$rep"
   $PY -m nesyseq_cli.main evaluate qa "${CKS[@]}" "${FILES[@]}" --data "$data/bin/task$TASK" \
-      --out "$OUT/report/$m" > "$OUT/report/$m.log" 2>&1 || { tail -5 "$OUT/report/$m.log" >&2; exit 1; }
-  echo "$OUT/report/$m/qa_external.md"
+      --out "$rep" > "$rep.log" 2>&1 || { tail -5 "$rep.log" >&2; exit 1; }
+  echo "$rep/qa_external.md"
 done
