@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-_LOST_GROUPS = []
+_LOST_GROUPS = pytest.StashKey[list]()     # node ids of grouped tests whose id has no @group
 
 
 def pytest_collection_finish(session):
@@ -56,16 +56,17 @@ def pytest_collection_finish(session):
     config = session.config
     if not os.environ.get("PYTEST_XDIST_WORKER") or not config.getvalue("loadgroup"):
         return
-    _LOST_GROUPS.extend(item.nodeid for item in session.items
-                        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid)
+    config.stash[_LOST_GROUPS] = [item.nodeid for item in session.items
+                                  if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     # before any fixture is set up (a worker's UsageError would only show as an xdist crash)
-    if _LOST_GROUPS:
-        pytest.fail(f"--dist loadgroup: {len(_LOST_GROUPS)} grouped tests lost their group (e.g. "
-                    f"{_LOST_GROUPS[0]}), so xdist would split them over the workers; pytest >= 9.2 "
+    lost = item.config.stash.get(_LOST_GROUPS, [])
+    if lost:
+        pytest.fail(f"--dist loadgroup: {len(lost)} grouped tests lost their group (e.g. "
+                    f"{lost[0]}), so xdist would split them over the workers; pytest >= 9.2 "
                     "does not let xdist tag node ids (pytest-dev/pytest-xdist#1386): install "
                     "pytest<9.2 as setup.cfg pins it, or run without -n", pytrace=False)
 
