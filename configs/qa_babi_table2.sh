@@ -29,17 +29,17 @@ LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-10}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
+# shellcheck source=configs/qa_train.sh
+source "$HERE/configs/qa_train.sh"
 if [ -z "${EXTRA+set}" ]; then   # the default recipe; the word list is looked up only for it
-  ENTITY_WORDS=${ENTITY_WORDS-$(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_words; print(entity_words())")}
+  ENTITY_WORDS=${ENTITY_WORDS-$(qa_entity_words)}
   EXTRA="--entity-dropout 0.2 --entity-dropout-init-alpha --symbolic-positions --entity-dropout-story 0.3${ENTITY_WORDS:+ --entity-dropout-words $ENTITY_WORDS}"
   if [ "${ENTITY_TYPE:-0}" != 0 ]; then   # per-type dropout on top (ours): one kind all new at once
-    EXTRA="$EXTRA --entity-dropout-type $ENTITY_TYPE --entity-dropout-groups $(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_groups; print(entity_groups())")"
+    EXTRA="$EXTRA --entity-dropout-type $ENTITY_TYPE --entity-dropout-groups $(qa_entity_groups)"
   fi
 fi
 [ "${VALID_DROPOUT:-0}" = 0 ] || EXTRA="$EXTRA --valid-entity-dropout"
 read -r -a EXTRA_ARGS <<< "$EXTRA"
-# shellcheck source=configs/qa_train.sh
-source "$HERE/configs/qa_train.sh"
 data=$OUT/data
 if [ ! -f "$data/.done" ]; then
   $PY -m nesyseq_cli.main prepare qa --source "$BABI" --out "$data" --tasks "$TASK" --seed 0 >/dev/null

@@ -20,3 +20,12 @@ qa_restore_args() {
   [ -f "$1" ] || { echo "$2: RESTORE=$RESTORE has no $1" >&2; exit 2; }
   RESTORE_ARGS=(--restore-file "$1")
 }
+
+# qa_entity_words / qa_entity_groups: bAbI's people, rooms and objects (data_prep/qa_zero_shot.py)
+# as --entity-dropout-words and --entity-dropout-groups take them. Use HERE (and PY) from the caller.
+qa_entity_words() {
+  (cd "$HERE" && ${PY:-python} -c "from data_prep.qa_zero_shot import entity_words; print(entity_words())")
+}
+qa_entity_groups() {
+  (cd "$HERE" && ${PY:-python} -c "from data_prep.qa_zero_shot import entity_groups; print(entity_groups())")
+}

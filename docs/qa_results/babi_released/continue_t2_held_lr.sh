@@ -13,12 +13,13 @@ set -euo pipefail
 FROM=$1; SAVE=$2; s=$3; LR=$4; MAXUP=$5
 HERE=$(cd "$(dirname "$0")/../../.." && pwd)
 PY=${PYTHON:-python}
-W=${ENTITY_WORDS-$(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_words; print(entity_words())")}
+# shellcheck source=configs/qa_train.sh
+source "$HERE/configs/qa_train.sh"     # qa_entity_words, qa_entity_groups
+W=${ENTITY_WORDS-$(qa_entity_words)}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 TYPE_ARGS=()
 if [ "${ENTITY_TYPE:-0}" != 0 ]; then
-  TYPE_ARGS=(--entity-dropout-type "$ENTITY_TYPE" --entity-dropout-groups
-             "$(cd "$HERE" && $PY -c "from data_prep.qa_zero_shot import entity_groups; print(entity_groups())")")
+  TYPE_ARGS=(--entity-dropout-type "$ENTITY_TYPE" --entity-dropout-groups "$(qa_entity_groups)")
 fi
 fairseq-train "$FROM/data/bin/task2" --user-dir "$HERE/user_dir" --task babi_qa \
   --arch stpr_babi --adam-betas "(0.9,0.99)" --entity-dropout 0.2 --entity-dropout-init-alpha --symbolic-positions \
