@@ -611,6 +611,15 @@ def cmd_run(args) -> int:
     results: List[Result] = []
     not_run: List[str] = []
     path = Path(args.summary) if args.summary else None
+
+    def write_summary(pending: List[str]) -> str:
+        nonlocal path
+        when = _dt.datetime.now(_dt.timezone.utc)
+        path = path or summary_path(REPO / "docs", when, env_info.get("gpu", "gpu"))
+        text = summary_markdown(env_info, results, when, not_run, pending)
+        atomic_write_text(path, text)
+        return text
+
     deadline = time.time() + args.budget if args.budget > 0 else None
     for i, s in enumerate(steps):
         limit = s.timeout
@@ -633,14 +642,8 @@ def cmd_run(args) -> int:
             r.table = bench_table([str(c) for c in s.cmd], out)
         results.append(r)
         print(f"    {'ok' if r.ok else 'FAILED'} ({r.seconds:.0f}s)", flush=True)
-        when = _dt.datetime.now(_dt.timezone.utc)
-        path = path or summary_path(REPO / "docs", when, env_info.get("gpu", "gpu"))
-        atomic_write_text(path, summary_markdown(env_info, results, when, not_run, [t.name for t in steps[i + 1:]]))
-    when = _dt.datetime.now(_dt.timezone.utc)
-    text = summary_markdown(env_info, results, when, not_run)
-    path = path or summary_path(REPO / "docs", when, env_info.get("gpu", "gpu"))
-    atomic_write_text(path, text)
-    print(text)
+        write_summary([t.name for t in steps[i + 1:]])
+    print(write_summary([]))
     print(f"summary: {path}\nlogs: {work / 'logs'}")
     return 0 if all(r.ok for r in results) and not not_run else 1
 
