@@ -106,7 +106,9 @@ def _file_tokens(babi_file: str) -> List[str]:
 
 
 def evaluate_babi_file(ckpt: str, babi_file: str, data: Optional[str] = None, memory_size: Optional[int] = None,
-                       batch_size: int = 256) -> Dict:
+                       batch_size: int = 256, predictions: bool = False) -> Dict:
+    """The report of one checkpoint on one bAbI-format file; with ``predictions``, also the
+    model's answer word to each question, in file order (key "predictions")."""
     import torch
     from fairseq.data import LanguagePairDataset
 
@@ -133,13 +135,17 @@ def evaluate_babi_file(ckpt: str, babi_file: str, data: Optional[str] = None, me
     ds = LanguagePairDataset(src, torch.tensor([len(s) for s in src]), d, tgt, torch.tensor([len(t) for t in tgt]),
                              d, left_pad_source=False, left_pad_target=False)
     wrong = 0
+    answered = []
     with torch.no_grad():
         for start in range(0, len(ds), batch_size):
             sample = ds.collater([ds[i] for i in range(start, min(len(ds), start + batch_size))])
             out = model(**sample["net_input"])
             pred = model.get_normalized_probs(out, log_probs=True)[:, 0].argmax(-1)
             wrong += int(pred.ne(sample["target"][:, 0]).sum())
-    return {"file": str(babi_file), "checkpoint": str(ckpt), "questions": len(examples),
+            if predictions:                     # the collater sorts by length: back to file order
+                answered += [(int(i), d[int(p)]) for i, p in zip(sample["id"], pred)]
+    extra = {"predictions": [w for _, w in sorted(answered)]} if predictions else {}
+    return {**extra, "file": str(babi_file), "checkpoint": str(ckpt), "questions": len(examples),
             "error": 100.0 * wrong / len(examples), "memory_size": memory_size,
             "unseen_types": len({w for w in content if w in unseen}), "types": len(set(content)),
             "unseen_tokens": sum(1 for w in content if w in unseen), "tokens": len(content),

@@ -6,34 +6,26 @@ Usage: python people_fit.py DATA_BIN BABI_FILE CKPT...   (repository root on PYT
 import collections
 import sys
 
-import torch
-
 from data_prep.qa_babi import parse_babi_file
-from evaluations.qa_external import load_with_words
+from evaluations.qa_external import evaluate_babi_file
 
 MOVES = {"moved", "went", "journeyed", "travelled"}      # bAbI task 2's movement verbs
 
 
 def main(data, babi_file, ckpts):
-    examples = parse_babi_file(babi_file, 50)
-    words = list(dict.fromkeys(w for e in examples for w in e.source_tokens() + [e.answer]))
     for ckpt in ckpts:
-        model, task, _, _ = load_with_words(ckpt, words, data)
-        d = task.source_dictionary
+        rep = evaluate_babi_file(ckpt, babi_file, data, predictions=True)   # answers in file order
+        examples = parse_babi_file(babi_file, rep["memory_size"])
         by_people = collections.Counter()
         kinds = collections.Counter()
-        with torch.no_grad():
-            for e in examples:
-                src = d.encode_line(" ".join(e.source_tokens()), add_if_not_exist=False).long()[None]
-                out = model(src, torch.tensor([src.size(1)]), torch.full((1, 1), d.eos()))
-                pred = d[int(model.get_normalized_probs(out, log_probs=True)[0, 0].argmax())]
-                sents = [s.split() for s in " ".join(e.source_tokens()).split(" . ") if s.strip()]
-                people = {s[0] for s in sents[:-1]}
-                rooms = [s[-1] for s in sents[:-1] if len(s) > 1 and s[1] in MOVES]
-                ok = pred == e.answer
-                by_people[len(people), ok] += 1
-                if not ok:
-                    kinds["a room of the story" if pred in rooms else "not a room of the story"] += 1
+        for e, pred in zip(examples, rep["predictions"]):
+            sents = [s.split() for s in " ".join(e.source_tokens()).split(" . ") if s.strip()]
+            people = {s[0] for s in sents[:-1]}
+            rooms = [s[-1] for s in sents[:-1] if len(s) > 1 and s[1] in MOVES]
+            ok = pred == e.answer
+            by_people[len(people), ok] += 1
+            if not ok:
+                kinds["a room of the story" if pred in rooms else "not a room of the story"] += 1
         print(f"== {ckpt}")
         for n in sorted({k for k, _ in by_people}):
             tot = by_people[n, True] + by_people[n, False]
