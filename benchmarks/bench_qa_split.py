@@ -113,24 +113,24 @@ def main(argv=None):
              "| loss rel. diff after 2 updates | after the last |", "|---|---|---|---|---|---|"]
     mismatched = []
     print("\n".join(table))
+
+    def fresh(name, fn):
+        """The same initial model and a new Adam for each timing, with ``fn`` as split_story."""
+        torch.manual_seed(0)
+        model = build(name, d).to(a.device)
+        use(fn)
+        return model, torch.optim.Adam(model.parameters(), lr=1e-3)
+
     for name in a.models.split(","):
         best = {}
         losses = {}
         early = {}
         for version, fn in (("old", naive_split_story), ("new", VECTORISED)):
-            torch.manual_seed(0)
-            model = build(name, d).to(a.device)
-            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-            use(fn)
-            early[version] = timed(model, opt, src, prev, target, 2, a.device)[1]     # warm-up
+            early[version] = timed(*fresh(name, fn), src, prev, target, 2, a.device)[1]     # warm-up
             best[version] = 0.0
         for _ in range(a.repeats):
             for version, fn in (("old", naive_split_story), ("new", VECTORISED)):
-                torch.manual_seed(0)
-                model = build(name, d).to(a.device)
-                opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-                use(fn)
-                ups, losses[version] = timed(model, opt, src, prev, target, a.updates, a.device)
+                ups, losses[version] = timed(*fresh(name, fn), src, prev, target, a.updates, a.device)
                 best[version] = max(best[version], ups)
         use(VECTORISED)
         # both versions must train the same model: the row is printed (and kept) either way, and a
