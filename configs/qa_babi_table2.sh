@@ -14,6 +14,8 @@
 # bAbI's people, rooms and objects, data_prep/qa_zero_shot.py; ENTITY_WORDS="": every word).
 # ENTITY_TYPE: rate of --entity-dropout-type added to the default recipe with bAbI's people;
 # rooms; objects as its groups (default 0: off, the recipe of every run before it).
+# SYM_POSITIONS=role: the default recipe with --symbolic-positions-per-role (ours: one γ row per
+# role MLP) in place of --symbolic-positions (one row shared by every role; the default, "shared").
 # VALID_DROPOUT=1: add --valid-entity-dropout (ours): the valid loss that drives the lr plateau
 # rule and checkpoint_best is computed under the same entity dropout (fixed masks per batch).
 # RESTORE: continue an earlier OUT: each run starts from RESTORE/ck/MODEL_tTASK_sSEED/checkpoint_best.pt
@@ -33,7 +35,12 @@ PY=${PYTHON:-python}
 source "$HERE/configs/qa_train.sh"
 if [ -z "${EXTRA+set}" ]; then   # the default recipe; the word list is looked up only for it
   ENTITY_WORDS=${ENTITY_WORDS-$(qa_entity_words)}
-  EXTRA="--entity-dropout 0.2 --entity-dropout-init-alpha --symbolic-positions --entity-dropout-story 0.3${ENTITY_WORDS:+ --entity-dropout-words $ENTITY_WORDS}"
+  case ${SYM_POSITIONS:-shared} in
+    shared) POS_FLAG=--symbolic-positions ;;
+    role) POS_FLAG=--symbolic-positions-per-role ;;
+    *) echo "qa_babi_table2.sh: SYM_POSITIONS must be 'shared' or 'role', got '$SYM_POSITIONS'" >&2; exit 2 ;;
+  esac
+  EXTRA="--entity-dropout 0.2 --entity-dropout-init-alpha $POS_FLAG --entity-dropout-story 0.3${ENTITY_WORDS:+ --entity-dropout-words $ENTITY_WORDS}"
   if [ "${ENTITY_TYPE:-0}" != 0 ]; then   # per-type dropout on top (ours): one kind all new at once
     EXTRA="$EXTRA --entity-dropout-type $ENTITY_TYPE --entity-dropout-groups $(qa_entity_groups)"
   fi

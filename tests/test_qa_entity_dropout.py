@@ -293,9 +293,13 @@ def test_init_alpha_equals_a_never_trained_word():
         assert (kept[b] - ref).abs().max() > 1e-4       # the learned α would give another answer
 
 
-def _naive_symbolic_sentences(enc, src):
-    """s_t's symbolic part written out word by word: Σ_j γ_j α_x e_φ(x) (eq. 13 with γ_j = 1)."""
-    story, _ = split_story(src, enc.sent_end, enc.q_end, enc.pad, enc.eos)
+def _naive_symbolic_sentences(enc, src, gamma=None, question=False):
+    """s_t's symbolic part written out word by word: Σ_j γ_j α_x e_φ(x) (eq. 13 with γ_j = 1);
+    ``gamma`` defaults to the shared --symbolic-positions row; ``question``: the question's (B, m)."""
+    gamma = enc.sym_pos if gamma is None else gamma
+    story, q = split_story(src, enc.sent_end, enc.q_end, enc.pad, enc.eos)
+    if question:
+        story = q.unsqueeze(1)
     sym = context_symbols(src, enc.ignore, enc.pad).first(enc.cfg.max_symbols)
     out = torch.zeros(*story.shape[:2], sym.m, dtype=torch.float64)
     for b in range(story.size(0)):
@@ -304,8 +308,8 @@ def _naive_symbolic_sentences(enc, src):
             for j, x in enumerate(story[b, t].tolist()):
                 if x in slot_of:
                     alpha = torch.sigmoid(enc.A.alpha_logit[x]).double()
-                    out[b, t, slot_of[x]] += enc.sym_pos[j].double() * alpha
-    return out
+                    out[b, t, slot_of[x]] += gamma[j].double() * alpha
+    return out[:, 0] if question else out
 
 
 def _sentence_embeddings(enc, src):
@@ -334,6 +338,61 @@ def test_symbolic_positions_weigh_each_word_by_its_position():
     torch.testing.assert_close(_probs(model, src), _probs(plain.eval(), src), rtol=0, atol=1e-12)
     assert (shifted - _probs(model, src)).abs().max() > 1e-4          # γ reaches the answer
     assert "encoder.sym_pos" not in plain.state_dict()                # off: the paper's parameters only
+
+
+def _role_inputs(model, src):
+    """The symbolic input each role MLP of ``model`` receives, recorded by forward hooks, in the
+    order of ``TPREncoder.ROLES``."""
+    enc = model.encoder
+    mlps = [*enc.story_e, *enc.story_r, enc.q_e, *enc.q_r]
+    seen = {}
+    hooks = [f.register_forward_hook(lambda mod, args, out, k=k: seen.__setitem__(k, args[1].detach()))
+             for k, f in enumerate(mlps)]
+    try:
+        probs = _probs(model, src)
+    finally:
+        for h in hooks:
+            h.remove()
+    return [seen[k] for k in range(len(mlps))], probs
+
+
+def test_symbolic_positions_per_role_feed_each_mlp_its_own_row():
+    """--symbolic-positions-per-role (ours): MLP k (story e1, e2, r1, r2, r3; question e, r1, r2, r3)
+    reads Σ_j γ_kj α_x e_φ(x) with its own row γ_k, checked against the word-by-word sum of each row;
+    every row equal to one γ gives back the shared --symbolic-positions model exactly."""
+    from plugins.models.qa_tpr import TPREncoder
+
+    model, d = _build(SymbolicTPRModel, symbolic_positions_per_role=True)
+    enc = model.eval().encoder
+    assert enc.sym_pos_roles.shape == (len(TPREncoder.ROLES), enc.cfg.max_words)
+    assert not hasattr(enc, "sym_pos")
+    src = encode(d, STORIES)
+    with torch.no_grad():
+        enc.sym_pos_roles.copy_(0.3 + 1.7 * torch.rand(enc.sym_pos_roles.shape, generator=torch.Generator().manual_seed(5)))
+    inputs, per_role = _role_inputs(model, src)
+    for k, name in enumerate(TPREncoder.ROLES):
+        ref = _naive_symbolic_sentences(enc, src, enc.sym_pos_roles[k], question=name.startswith("q_"))
+        torch.testing.assert_close(inputs[k], ref, rtol=0, atol=1e-12, msg=f"role {name}")
+    shared, _ = _build(SymbolicTPRModel, symbolic_positions=True)
+    state = {k: v for k, v in model.state_dict().items() if k != "encoder.sym_pos_roles"}
+    row = enc.sym_pos_roles[3].detach().clone()
+    shared.load_state_dict({**state, "encoder.sym_pos": row})
+    with torch.no_grad():
+        enc.sym_pos_roles.copy_(row.expand_as(enc.sym_pos_roles))
+    torch.testing.assert_close(_probs(model, src), _probs(shared.eval(), src), rtol=0, atol=1e-12)
+    assert (per_role - _probs(model, src)).abs().max() > 1e-4          # the rows reach the answer
+
+
+def test_symbolic_positions_per_role_keep_equivariance():
+    """Per-role γ rows are scalars per position and role, never per word: symbol-shift equivariance
+    holds with every row off its init (the equivariance test of tests/test_qa_equivariance.py)."""
+    from tests.test_qa_equivariance import NAMES, _answer_probs, _build_tpr, _equivariance_gap
+
+    model, d = _build_tpr(SymbolicTPRModel, symbolic_positions_per_role=True)
+    assert (model.encoder.sym_pos_roles - 1.0).abs().min() > 1e-3
+    assert _equivariance_gap(model, d) < 1e-6
+    p = _answer_probs(model, d, STORIES[:2])[:, [d.index(n) for n in NAMES]]
+    assert (p.max(-1).values - p.min(-1).values).max() > 1e-6
 
 
 # --------------------------------------------------------------------------- --valid-entity-dropout

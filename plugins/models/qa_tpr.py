@@ -96,6 +96,12 @@ class TPRConfig(FairseqDataclass):
                 "(init 1), s_t = Σ_j (A e_x ⊙ p_j) ⊕ (γ_j α_x e_φ(x)); the paper's symbolic part is "
                 "a bag of symbols (eq. 13), so with all entities new 'P went to the R' cannot tell P "
                 "from R. A scalar per position, not per word, keeps symbol-shift equivariance"})
+    symbolic_positions_per_role: bool = field(default=False, metadata={
+        "help": "stpr (ours, not the paper; implies --symbolic-positions): one row of γ_j per MLP that "
+                "reads a sentence (e1, e2, r1, r2, r3 of the story; e, r1, r2, r3 of the question), "
+                "init 1, so each role weighs the word positions on its own. With one shared row the "
+                "roles pull γ_j both ways and a trained γ_j can sit near 0, erasing that position's "
+                "symbol (docs/qa.md). Still one scalar per position and role, never per word"})
 
 
 class _MLP(nn.Module):
@@ -211,6 +217,10 @@ def _dropout_groups(groups: str, dictionary):
 
 
 class TPREncoder(FairseqEncoder):
+    # the MLPs that read a sentence embedding, in the row order of ``sym_pos_roles``
+    ROLES = ("story_e1", "story_e2", "story_r1", "story_r2", "story_r3", "q_e", "q_r1", "q_r2", "q_r3")
+    STORY_ROLES, QUESTION_ROLES = slice(0, 5), slice(5, 9)
+
     def __init__(self, cfg, dictionary, symbolic):
         super().__init__(dictionary)
         self.cfg, self.symbolic = cfg, symbolic
@@ -221,7 +231,10 @@ class TPREncoder(FairseqEncoder):
         self.A = HybridEmbedding(V, d, padding_idx=self.pad)
         nn.init.uniform_(self.A.semantic.weight, -cfg.init_limit, cfg.init_limit)
         self.pos = nn.Parameter(torch.full((cfg.max_words, d), 1.0 / cfg.max_words))   # tpr_rnn.py:47-49
-        if symbolic and cfg.symbolic_positions:                                # γ_j (ours), off: eq. 13
+        self.sym_pos_roles = None
+        if symbolic and getattr(cfg, "symbolic_positions_per_role", False):    # γ_kj (ours): one row per role
+            self.sym_pos_roles = nn.Parameter(torch.ones(len(self.ROLES), cfg.max_words))
+        elif symbolic and cfg.symbolic_positions:                              # γ_j (ours), off: eq. 13
             self.sym_pos = nn.Parameter(torch.ones(cfg.max_words))
         E = d if symbolic else cfg.entity_dim
         R = d if symbolic else cfg.role_dim
@@ -321,7 +334,10 @@ class TPREncoder(FairseqEncoder):
         drop[b, slots.slot_vocab[b, j]] = True
         return drop
 
-    def _embed(self, tokens, phi, m, drop=None):
+    def _embed(self, tokens, phi, m, drop=None, roles=slice(None)):
+        """Sentence embeddings s = Σ_j A e_x ⊙ p_j [⊕ Σ_j γ_j α_x e_φ(x)] of ``tokens`` (..., W):
+        sem (..., d) and sym (..., m), or None.  With --symbolic-positions-per-role, sym is
+        (K, ..., m), row k weighed by γ of role ``roles[k]`` (a slice of ``ROLES``)."""
         W = tokens.size(-1)
         if W > self.pos.size(0):
             raise ValueError(f"a sentence has {W} words > --max-words {self.pos.size(0)}")
@@ -336,12 +352,20 @@ class TPREncoder(FairseqEncoder):
         sem = (self.dropout(sem) * self.pos[:W]).view(*tokens.shape, -1).sum(-2)
         if self.symbolic:
             sym = sym.view(*tokens.shape, -1)                                  # (..., W, m)
-            if self.cfg.symbolic_positions:
-                sym = sym * self.sym_pos[:W].unsqueeze(-1)                     # γ_j α_x e_φ(x)
-            sym = sym.sum(-2)
+            if self.sym_pos_roles is not None:                                 # Σ_j γ_kj α_x e_φ(x), per role k
+                sym = torch.einsum("...wm,kw->k...m", sym, self.sym_pos_roles[roles, :W])   # (K, ..., m)
+            else:
+                if self.cfg.symbolic_positions:
+                    sym = sym * self.sym_pos[:W].unsqueeze(-1)                 # γ_j α_x e_φ(x)
+                sym = sym.sum(-2)
         else:
             sym = None
         return sem, sym
+
+    def _per_role(self, sym, n):
+        """The symbolic sentence part each of ``n`` role MLPs reads: the rows of a per-role
+        ``sym`` (n, ...), or the one shared ``sym`` (or None) n times."""
+        return list(sym.unbind(0)) if self.sym_pos_roles is not None else [sym] * n
 
     def _ln(self, k, v, mask):
         d = self.cfg.embed_dim
@@ -363,10 +387,9 @@ class TPREncoder(FairseqEncoder):
         else:
             sym, m, mask = None, 0, None
             phi_s, phi_q = torch.full_like(story, -1), torch.full_like(question, -1)
-        s_sem, s_sym = self._embed(story, phi_s, m, drop)                     # (B, S, d[+m])
-        mask_s = None if mask is None else mask
-        e1, e2 = [_cat(*f(s_sem, s_sym, mask_s)) for f in self.story_e]
-        r1, r2, r3 = [_cat(*f(s_sem, s_sym, mask_s)) for f in self.story_r]
+        s_sem, s_sym = self._embed(story, phi_s, m, drop, self.STORY_ROLES)   # (B, S, d), (B, S, m) or (5, B, S, m)
+        s_sym = self._per_role(s_sym, 5)
+        e1, e2, r1, r2, r3 = [_cat(*f(s_sem, x, mask)) for f, x in zip([*self.story_e, *self.story_r], s_sym)]
         F = _FactoredTPR()
         for t in range(S):
             keep = real[:, t].to(e1.dtype).view(B, 1)                         # padded sentences write nothing
@@ -374,12 +397,13 @@ class TPREncoder(FairseqEncoder):
             w_hat, m_hat, b_hat = F.read(a1, b1), F.read(a1, b2), F.read(a2, b3)   # (34), (36), (38)
             F.write([a1, a1, a2], [b1, b2, b3],                                    # (35), (37), (39)
                     [(a2 - w_hat) * keep, (w_hat - m_hat) * keep, (a1 - b_hat) * keep])
-        q_sem, q_sym = self._embed(question.unsqueeze(1), phi_q.unsqueeze(1), m, drop)
-        q_sem, q_sym = q_sem.squeeze(1), (q_sym.squeeze(1) if self.symbolic else None)
-        i = _cat(*self.q_e(q_sem, q_sym, mask))
+        q_sem, q_sym = self._embed(question.unsqueeze(1), phi_q.unsqueeze(1), m, drop, self.QUESTION_ROLES)
+        q_sem = q_sem.squeeze(1)                                               # (B, d)
+        q_sym = [None if x is None else x.squeeze(1) for x in self._per_role(q_sym, 4)]   # (B, m) each
+        i = _cat(*self.q_e(q_sem, q_sym[0], mask))
         h = 0
         for k in range(3):
-            role = _cat(*self.q_r[k](q_sem, q_sym, mask))
+            role = _cat(*self.q_r[k](q_sem, q_sym[k + 1], mask))
             i = self._ln(k, F.read(i, role), mask)
             h = h + i
         d = self.cfg.embed_dim
