@@ -216,3 +216,37 @@ def test_stpr_mutant_untied_alpha():
     with torch.no_grad():
         model.encoder.A.alpha_logit[d.index("sandra")] += 1.0
     assert _equivariance_gap(model, d) > 1e-4
+
+
+# A partner per padded dimension: a longer sentence (W), a longer question (Wq), more sentences
+# (S) and more symbols (m, alone: 12 against 9) than STORIES[1], so batching pads STORIES[1]
+# along each of them.
+PARTNERS = {
+    "W": "sandra moved to to the garden . where is mary ?",
+    "Wq": "sandra moved to the garden . where is is the mary ?",
+    "S": "mary moved to the office . john moved to the kitchen . daniel moved to the garden . where is john ?",
+    "m": "daniel moved john kitchen office . sandra mary to the garden . where is daniel ?",  # 12 symbols
+}
+
+
+@pytest.mark.parametrize("dim", sorted(PARTNERS))
+@pytest.mark.parametrize("name,kw", [("memnet", {}), ("smn", {}), ("tpr_rnn", {}), ("stpr", {}),
+                                     ("stpr", {"symbolic_positions": True}),
+                                     ("stpr", {"symbolic_positions_per_role": True})])
+def test_answer_does_not_depend_on_the_batch_padding(name, kw, dim):
+    """p of one story alone equals p of it batched beside a partner that pads it along ``dim``.
+    Every parameter is moved off its init (the padding row of A too, as a trained model whose
+    padding row was never zeroed has it: stpr before 2026-11-27), so the model must not read a
+    padding token at all (a nonzero padding row once made W matter, docs/qa.md).  In fp64 the
+    two are equal to 1e-12; in fp32 the difference is rounding, up to 1e-5 with shared γ_j."""
+    from plugins.models.qa_tpr import SymbolicTPRModel, TPRRNNModel
+
+    cls = {"memnet": MemNetModel, "smn": SymbolicMemNetModel, "tpr_rnn": TPRRNNModel, "stpr": SymbolicTPRModel}[name]
+    model, d = _build_tpr(cls, **kw) if name in ("tpr_rnn", "stpr") else _build(cls)
+    pad_rows = [model.encoder.A.semantic.weight[d.pad()]] if hasattr(model.encoder.A, "semantic") else \
+        [a.semantic.weight[d.pad()] for a in model.encoder.A]
+    assert all(r.abs().min() > 1e-4 for r in pad_rows)                # the padding row is not zero
+    model = model.double()        # fp64: fp32 rounding alone moves stpr's p by up to 1e-5 here
+    alone = _answer_probs(model, d, STORIES[1:])
+    batched = _answer_probs(model, d, [STORIES[1], PARTNERS[dim]])[:1]
+    torch.testing.assert_close(batched, alone, rtol=0, atol=1e-12)
