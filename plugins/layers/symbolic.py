@@ -133,7 +133,7 @@ class HybridEmbedding(nn.Module):
 
     def semantic_part(self, tokens: Tensor) -> Tensor:
         """A e_x, zero for padding whatever the padding row holds: stpr's A is initialised
-        U(-l, l) over every row (TPR-RNN-Torch tpr_rnn.py:44 has no padding row), and a batch pads
+        U(-l, l) over every row (TPR-RNN-Torch tpr_rnn.py:43-45 has no padding row), and a batch pads
         to its own longest sentence, so a nonzero padding row made p depend on the batch."""
         e = self.semantic(tokens)
         if self.semantic.padding_idx is not None:
