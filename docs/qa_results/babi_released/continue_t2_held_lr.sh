@@ -7,7 +7,9 @@
 # directly, not configs/qa_train.sh, so that checkpoint_last.pt is kept (a continuation whose clean
 # valid loss never beats the restored best writes no checkpoint_best). Data: FROM/data/bin/task2.
 # ENTITY_TYPE=P adds the per-type dropout of `ENTITY_TYPE=P configs/qa_babi_table2.sh` (bAbI's
-# entity groups), for continuing those runs with their own recipe.
+# entity groups), for continuing those runs with their own recipe. SYM_POSITIONS=role: with
+# --symbolic-positions-per-role in place of --symbolic-positions, as `SYM_POSITIONS=role
+# configs/qa_babi_table2.sh` (default "shared").
 # Log: SAVE_DIR.log. Used by stpr_t2_64k_entitywords_to67k/ and stpr_t2_entitywords_32k/continued_*/.
 set -euo pipefail
 FROM=$1; SAVE=$2; s=$3; LR=$4; MAXUP=$5
@@ -17,12 +19,17 @@ PY=${PYTHON:-python}
 source "$HERE/configs/qa_train.sh"     # qa_entity_words, qa_entity_groups
 W=${ENTITY_WORDS-$(qa_entity_words)}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+case ${SYM_POSITIONS:-shared} in
+  shared) POS_FLAG=--symbolic-positions ;;
+  role) POS_FLAG=--symbolic-positions-per-role ;;
+  *) echo "continue_t2_held_lr.sh: SYM_POSITIONS must be 'shared' or 'role', got '$SYM_POSITIONS'" >&2; exit 2 ;;
+esac
 TYPE_ARGS=()
 if [ "${ENTITY_TYPE:-0}" != 0 ]; then
   TYPE_ARGS=(--entity-dropout-type "$ENTITY_TYPE" --entity-dropout-groups "$(qa_entity_groups)")
 fi
 fairseq-train "$FROM/data/bin/task2" --user-dir "$HERE/user_dir" --task babi_qa \
-  --arch stpr_babi --adam-betas "(0.9,0.99)" --entity-dropout 0.2 --entity-dropout-init-alpha --symbolic-positions \
+  --arch stpr_babi --adam-betas "(0.9,0.99)" --entity-dropout 0.2 --entity-dropout-init-alpha "$POS_FLAG" \
   --entity-dropout-story 0.3 --entity-dropout-words "$W" "${TYPE_ARGS[@]}" \
   --restore-file "$FROM/ck/stpr_t2_s$s/checkpoint_best.pt" --reset-lr-scheduler \
   --optimizer-overrides "{'lr':$LR}" --lr-scheduler fixed --lr "$LR" \
