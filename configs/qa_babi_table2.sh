@@ -35,11 +35,7 @@ PY=${PYTHON:-python}
 source "$HERE/configs/qa_train.sh"
 if [ -z "${EXTRA+set}" ]; then   # the default recipe; the word list is looked up only for it
   ENTITY_WORDS=${ENTITY_WORDS-$(qa_entity_words)}
-  case ${SYM_POSITIONS:-shared} in
-    shared) POS_FLAG=--symbolic-positions ;;
-    role) POS_FLAG=--symbolic-positions-per-role ;;
-    *) echo "qa_babi_table2.sh: SYM_POSITIONS must be 'shared' or 'role', got '$SYM_POSITIONS'" >&2; exit 2 ;;
-  esac
+  POS_FLAG=$(qa_sym_pos_flag qa_babi_table2.sh) || exit 2
   EXTRA="--entity-dropout 0.2 --entity-dropout-init-alpha $POS_FLAG --entity-dropout-story 0.3${ENTITY_WORDS:+ --entity-dropout-words $ENTITY_WORDS}"
   if [ "${ENTITY_TYPE:-0}" != 0 ]; then   # per-type dropout on top (ours): one kind all new at once
     EXTRA="$EXTRA --entity-dropout-type $ENTITY_TYPE --entity-dropout-groups $(qa_entity_groups)"

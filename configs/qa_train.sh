@@ -29,3 +29,12 @@ qa_entity_words() {
 qa_entity_groups() {
   (cd "$HERE" && ${PY:-python} -c "from data_prep.qa_zero_shot import entity_groups; print(entity_groups())")
 }
+# qa_sym_pos_flag CALLER: the stpr flag SYM_POSITIONS names ("shared", the default:
+# --symbolic-positions; "role": --symbolic-positions-per-role); anything else is an error naming CALLER.
+qa_sym_pos_flag() {
+  case ${SYM_POSITIONS:-shared} in
+    shared) echo --symbolic-positions ;;
+    role) echo --symbolic-positions-per-role ;;
+    *) echo "$1: SYM_POSITIONS must be 'shared' or 'role', got '$SYM_POSITIONS'" >&2; return 2 ;;
+  esac
+}

@@ -16,14 +16,10 @@ FROM=$1; SAVE=$2; s=$3; LR=$4; MAXUP=$5
 HERE=$(cd "$(dirname "$0")/../../.." && pwd)
 PY=${PYTHON:-python}
 # shellcheck source=configs/qa_train.sh
-source "$HERE/configs/qa_train.sh"     # qa_entity_words, qa_entity_groups
+source "$HERE/configs/qa_train.sh"     # qa_entity_words, qa_entity_groups, qa_sym_pos_flag
 W=${ENTITY_WORDS-$(qa_entity_words)}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-case ${SYM_POSITIONS:-shared} in
-  shared) POS_FLAG=--symbolic-positions ;;
-  role) POS_FLAG=--symbolic-positions-per-role ;;
-  *) echo "continue_t2_held_lr.sh: SYM_POSITIONS must be 'shared' or 'role', got '$SYM_POSITIONS'" >&2; exit 2 ;;
-esac
+POS_FLAG=$(qa_sym_pos_flag continue_t2_held_lr.sh) || exit 2
 TYPE_ARGS=()
 if [ "${ENTITY_TYPE:-0}" != 0 ]; then
   TYPE_ARGS=(--entity-dropout-type "$ENTITY_TYPE" --entity-dropout-groups "$(qa_entity_groups)")
