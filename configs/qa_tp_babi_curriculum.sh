@@ -7,8 +7,8 @@
 #    (TRAIN_STORIES; 10% held out as valid) and 1,000 test stories (TEST_STORIES), generator seed
 #    DATA_SEED (default 0);
 # 2. task 1: tp_transformer_tiny --symbolic-embeddings --symbolic-output
-#    --encoder-relative-buckets 32, dropout 0.1, Adam lr 1e-3, batch 32, clip 5, plateau halving
-#    with patience 3, up to T1_UPDATES (30000);
+#    --encoder-relative-buckets BUCKETS (default 32), dropout 0.1, Adam lr 1e-3, batch 32, clip 5,
+#    plateau halving with patience 3, up to T1_UPDATES (30000);
 # 3. `nesyseq convert warm-start`: the task-1 model re-indexed to task 2's dictionary (objects and
 #    take/drop verbs get fresh rows) and its encoder grown to 3 layers (the top layer copied);
 # 4. task 2 from it (--finetune-from-model: fresh optimiser and schedule), up to T2_UPDATES (20000);
@@ -21,14 +21,14 @@ set -euo pipefail
 OUT=$1; SEEDS=${2:-"0 1 2"}; DATA_SEED=${3:-0}
 NAMES=${NAMES:-10}; T1_UPDATES=${T1_UPDATES:-30000}; T2_UPDATES=${T2_UPDATES:-20000}
 TRAIN_STORIES=${TRAIN_STORIES:-10000}; TEST_STORIES=${TEST_STORIES:-1000}
-STOP_BITS=${STOP_BITS-0.008}
+STOP_BITS=${STOP_BITS-0.008}; BUCKETS=${BUCKETS:-32}
 LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-3}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
 # shellcheck source=configs/qa_train.sh
 source "$HERE/configs/qa_train.sh"
-MODEL_ARGS=(--arch tp_transformer_tiny --symbolic-embeddings --symbolic-output --encoder-relative-buckets 32
+MODEL_ARGS=(--arch tp_transformer_tiny --symbolic-embeddings --symbolic-output --encoder-relative-buckets "$BUCKETS"
             --dropout 0.1)
 data=$OUT/data
 if [ ! -f "$data/.done" ]; then
