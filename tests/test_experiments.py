@@ -105,7 +105,7 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_tp_curriculum", "--executor", "local",
                         "--run-dir", str(run_dir), "--array", "seed=0,1", "train_stories=40", "test_stories=8",
-                        "num_names=4", "t1_updates=6", "t2_updates=4"], cwd=REPO, env=env, capture_output=True,
+                        "num_names=4", "t1_updates=6", "t2_updates=4", "relative_buckets=6"], cwd=REPO, env=env, capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     # nesyseq collect: one row per task over the two seeds (seed and ckpt name the member)
@@ -133,3 +133,6 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     assert torch.equal(start[key], t1[key]) and torch.equal(start[key.replace(".1.", ".2.")], t1[key])
     ck = torch.load(run_dir / "train_task2" / "seed=0" / "checkpoints" / "checkpoint_best.pt", weights_only=True)
     assert any(k.startswith("encoder.layers.2.") for k in ck["model"])
+    assert ck["cfg"]["model"]["encoder_relative_buckets"] == 6   # relative_buckets reaches both stages
+    t1_cfg = torch.load(run_dir / "train_task1/seed=0/checkpoints/checkpoint_best.pt", weights_only=True)["cfg"]["model"]
+    assert t1_cfg["encoder_relative_buckets"] == 6

@@ -1,5 +1,5 @@
 """configs/qa_tp_babi_curriculum.sh on tiny data: the valid-loss stop rule ends a stage early
-(STOP_BITS), the warm start and task 2 follow, a second call skips the finished stages, and a
+(STOP_BITS), the warm start and task 2 follow with BUCKETS relative buckets, a second call skips the finished stages, and a
 stage interrupted before (a checkpoint but no .done marker) is refused rather than used."""
 import os
 import re
@@ -16,7 +16,7 @@ SCRIPT = REPO / "configs" / "qa_tp_babi_curriculum.sh"
 def _run(out, **env):
     full = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable,
                 PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-                TRAIN_STORIES="40", TEST_STORIES="8", NAMES="4", **env)
+                TRAIN_STORIES="40", TEST_STORIES="8", NAMES="4", BUCKETS="6", **env)
     return subprocess.run(["bash", str(SCRIPT), str(out), "0", "1"], cwd=REPO, env=full, capture_output=True,
                           text=True, timeout=900)
 
@@ -33,6 +33,8 @@ def test_curriculum_script_stops_early_then_skips_and_refuses(tmp_path):
     assert (out / "ck" / "t1_s0.done").exists() and (out / "ck" / "t2_s0.done").exists()
     assert "encoder layers: 2 -> 3" in (out / "ck" / "t1_s0.to_task2.log").read_text()
     assert "Loaded checkpoint" in (out / "ck" / "t2_s0.log").read_text()
+    for n in ("t1_s0", "t2_s0"):   # BUCKETS reaches both stages (the default is 32)
+        assert "'encoder_relative_buckets': 6," in (out / "ck" / f"{n}.log").read_text()
     table = (out / "report" / "qa_results.csv").read_text().splitlines()
     assert [ln.split(",")[1] for ln in table[1:]] == ["1", "2"]
     # called again: both stages are skipped (their logs are not rewritten)
