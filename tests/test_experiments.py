@@ -105,8 +105,8 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_tp_curriculum", "--executor", "local",
                         "--run-dir", str(run_dir), "--array", "seed=0,1", "train_stories=40", "test_stories=8",
-                        "num_names=4", "t1_updates=6", "t2_updates=4", "relative_buckets=6"], cwd=REPO, env=env, capture_output=True,
-                       text=True, timeout=900)
+                        "num_names=4", "t1_updates=6", "t2_updates=4", "relative_buckets=6"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     # nesyseq collect: one row per task over the two seeds (seed and ckpt name the member)
     r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
@@ -127,12 +127,12 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     assert re.search(r"num_updates 4\b", log) and not re.search(r"num_updates [5-9]\b", log)   # task 2's own count
     import torch
     import plugins.checkpoint_safety  # noqa: F401
-    t1, start = (torch.load(run_dir / p, weights_only=True)["model"] for p in
-                 ("train_task1/seed=0/checkpoints/checkpoint_best.pt", "warm_start/seed=0/start.pt"))
+    t1_state, start_state = (torch.load(run_dir / p, weights_only=True) for p in
+                             ("train_task1/seed=0/checkpoints/checkpoint_best.pt", "warm_start/seed=0/start.pt"))
+    t1, start = t1_state["model"], start_state["model"]
     key = "encoder.layers.1.ff.fc1.weight"   # task 1's top layer, and the grown third one
     assert torch.equal(start[key], t1[key]) and torch.equal(start[key.replace(".1.", ".2.")], t1[key])
     ck = torch.load(run_dir / "train_task2" / "seed=0" / "checkpoints" / "checkpoint_best.pt", weights_only=True)
     assert any(k.startswith("encoder.layers.2.") for k in ck["model"])
-    assert ck["cfg"]["model"]["encoder_relative_buckets"] == 6   # relative_buckets reaches both stages
-    t1_cfg = torch.load(run_dir / "train_task1/seed=0/checkpoints/checkpoint_best.pt", weights_only=True)["cfg"]["model"]
-    assert t1_cfg["encoder_relative_buckets"] == 6
+    for state in (t1_state, ck):   # relative_buckets reaches both training stages
+        assert state["cfg"]["model"]["encoder_relative_buckets"] == 6

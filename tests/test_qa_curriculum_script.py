@@ -1,6 +1,7 @@
 """configs/qa_tp_babi_curriculum.sh on tiny data: the valid-loss stop rule ends a stage early
-(STOP_BITS), the warm start and task 2 follow with BUCKETS relative buckets, a second call skips the finished stages, and a
-stage interrupted before (a checkpoint but no .done marker) is refused rather than used."""
+(STOP_BITS), the warm start and task 2 follow, both stages with BUCKETS relative buckets, a second
+call skips the finished stages, and a stage interrupted before (a checkpoint but no .done marker)
+is refused rather than used."""
 import os
 import re
 import subprocess
