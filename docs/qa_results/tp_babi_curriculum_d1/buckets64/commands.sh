@@ -5,7 +5,7 @@
 # data; `prepare qa --generate --seed 1` makes the same files). Seed 0 ran alone; seeds 2 and 1
 # were started together when it was at 18,000 task-2 updates, each into its own OUT.
 set -euo pipefail
-ROOT=${1:?ROOT}; DATA=${2:?the parent run's OUT/data}
+ROOT=${1:?ROOT}; DATA=${2:?the parent run OUT/data}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REL=$HERE/../../tp_babi_rel
 for s in 0 2 1; do
