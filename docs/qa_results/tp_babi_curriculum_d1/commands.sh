@@ -11,12 +11,6 @@ REL=$HERE/../tp_babi_rel
 # each stage stopped once a saved checkpoint's valid loss is <= 0.008 bits
 configs/qa_tp_babi_curriculum.sh "$OUT" "0 1 2" 1
 # kept here: each stage's per-epoch valid lines, and what the task-2 answers are
-for n in t1_s0 t1_s1 t1_s2 t2_s0 t2_s1 t2_s2; do
-  sed -n 's/.* | INFO | valid | //p' "$OUT/ck/$n.log" > "$HERE/${n}_valid.txt"
-done
-for s in 0 1 2; do
-  "$REL/test_error.sh" "$OUT" t2_s$s "$OUT/data/bin/task2"
-  python "$REL/task2_failure_modes.py" "$OUT/ck/t2_s$s.gen" > "$HERE/t2_s${s}_failure_modes.txt"
-done
+for s in 0 1 2; do "$REL/keep_curriculum_seed.sh" "$OUT" "$s" "$HERE"; done
 cp "$OUT/report/qa_table.md" "$HERE/"
 cut -d, -f1-9 "$OUT/report/qa_results.csv" > "$HERE/qa_results.csv"   # without the scratch paths

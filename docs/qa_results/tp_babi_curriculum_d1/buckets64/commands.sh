@@ -15,8 +15,6 @@ done
 wait
 for s in 0 1 2; do
   O=$ROOT/s$s
-  for n in t1_s$s t2_s$s; do sed -n 's/.* | INFO | valid | //p' "$O/ck/$n.log" > "$HERE/${n}_valid.txt"; done
-  "$REL/test_error.sh" "$O" t2_s$s "$O/data/bin/task2"
-  python "$REL/task2_failure_modes.py" "$O/ck/t2_s$s.gen" > "$HERE/t2_s${s}_failure_modes.txt"
+  "$REL/keep_curriculum_seed.sh" "$O" "$s" "$HERE"
   cut -d, -f1-9 "$O/report/qa_results.csv" > "$HERE/qa_results_s$s.csv"   # without the scratch paths
 done

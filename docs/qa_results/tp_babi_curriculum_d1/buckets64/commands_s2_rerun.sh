@@ -10,7 +10,5 @@ OUT=${1:?OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REL=$HERE/../../tp_babi_rel
 BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" 2 1 > "$OUT.log" 2>&1
-for n in t1_s2 t2_s2; do sed -n 's/.* | INFO | valid | //p' "$OUT/ck/$n.log" > "$HERE/${n}_valid.txt"; done
-"$REL/test_error.sh" "$OUT" t2_s2 "$OUT/data/bin/task2"
-python "$REL/task2_failure_modes.py" "$OUT/ck/t2_s2.gen" > "$HERE/t2_s2_failure_modes.txt"
+"$REL/keep_curriculum_seed.sh" "$OUT" 2 "$HERE"
 cut -d, -f1-9 "$OUT/report/qa_results.csv" > "$HERE/qa_results_s2.csv"   # without the scratch paths
