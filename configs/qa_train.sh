@@ -15,10 +15,9 @@ qa_train() {
 }
 
 # qa_restore_args CKPT CALLER: RESTORE_ARGS=(--restore-file CKPT) to continue an earlier run
-# (its weights, optimiser with its lr, update count and the schedule's best loss; fairseq's
-# reduce_lr_on_plateau saves no count of bad epochs, so the patience count starts again at 0:
-# fairseq/optim/lr_scheduler/reduce_lr_on_plateau.py, state_dict); a missing CKPT is an error
-# naming it.
+# (its weights, optimiser, update count and the whole plateau schedule: best loss, count of bad
+# epochs, and the epoch's step that fairseq takes after saving; the last two only for checkpoints
+# written since plugins/fairseq_fixes.py saves them); a missing CKPT is an error naming it.
 qa_restore_args() {
   [ -f "$1" ] || { echo "$2: RESTORE=$RESTORE has no $1" >&2; exit 2; }
   RESTORE_ARGS=(--restore-file "$1")

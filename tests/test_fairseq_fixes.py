@@ -90,3 +90,135 @@ def test_resumed_run_sees_the_uninterrupted_batches(resume_epoch, offset):
     # the test can fail: fairseq's own iterator composes other batches when started later
     unfixed = _epochs(fairseq_fixes._get_batch_iterator, resume_epoch, 6, offset)
     assert any(unfixed[e] != resumed[e] for e in resumed)
+
+
+# --- reduce_lr_on_plateau resumes with its count of bad epochs -----------------------------
+
+def _plateau_scheduler(patience=2, cooldown=0):
+    import torch
+    from fairseq.optim.adam import FairseqAdam
+    from fairseq.optim.lr_scheduler.reduce_lr_on_plateau import (ReduceLROnPlateauLRSchedule,
+                                                                  ReduceLROnPlateauLRScheduleConfig)
+    opt = FairseqAdam(SimpleNamespace(lr=[1.0], adam_betas="(0.9, 0.999)", adam_eps=1e-8, weight_decay=0.0,
+                                      use_old_adam=False, fp16_adam_stats=False, tpu=False),
+                      [torch.nn.Parameter(torch.zeros(1))])
+    cfg = ReduceLROnPlateauLRScheduleConfig(lr_shrink=0.5, lr_threshold=1e-4, lr_patience=patience,
+                                            warmup_updates=0, warmup_init_lr=-1, lr=[1.0],
+                                            maximize_best_checkpoint_metric=False)
+    sched = ReduceLROnPlateauLRSchedule(cfg, opt)
+    if cooldown:
+        sched.lr_scheduler.cooldown = cooldown
+    return sched, opt
+
+
+# valid losses per epoch: improvements, then plateaus of several lengths
+VALID = [1.0, 0.8, 0.81, 0.82, 0.83, 0.7, 0.71, 0.72, 0.6, 0.61, 0.62, 0.63, 0.64, 0.65, 0.5, 0.51, 0.52,
+         0.53, 0.54]
+
+
+def _lrs(losses, patience, cooldown, stop_after=None):
+    """lr after each epoch's step(epoch, valid loss), as train.py calls it; with stop_after=k the
+    scheduler is saved after epoch k's step (as a checkpoint in the middle of epoch k + 1 is) and
+    a fresh one (a resumed process) loads it the way Trainer.load_checkpoint does (the
+    scheduler's state, then the optimizer's with its lr, then lr_step(epoch) without a loss).
+    The end-of-epoch checkpoint, saved before that epoch's step, is tested end to end below."""
+    sched, opt = _plateau_scheduler(patience, cooldown)
+    out = []
+    for epoch, loss in enumerate(losses, start=1):
+        out.append(sched.step(epoch, loss))
+        if epoch == stop_after:
+            saved_sched, saved_opt = sched.state_dict(), opt.state_dict()
+            sched, opt = _plateau_scheduler(patience, cooldown)
+            sched.load_state_dict(saved_sched)
+            opt.load_state_dict(saved_opt)
+            sched.step(epoch + 1)  # Trainer.load_checkpoint -> lr_step(next epoch), no loss
+    return out
+
+
+@pytest.mark.parametrize("patience,cooldown", [(1, 0), (2, 0), (3, 0), (1, 1), (2, 1)])
+def test_plateau_schedule_resumes_where_it_stopped(patience, cooldown):
+    """Reference: the lr sequence of an uninterrupted scheduler.  Saved and reloaded after any
+    epoch, the scheduler must give the same lr at every later epoch."""
+    full = _lrs(VALID, patience, cooldown)
+    assert len(set(full)) >= 3, full  # the losses do make it halve, more than once
+    for k in range(1, len(VALID)):
+        assert _lrs(VALID, patience, cooldown, stop_after=k) == full, k
+
+
+def test_plateau_schedule_without_the_fix_forgets_its_count(monkeypatch):
+    """The test above can fail: with fairseq's own state_dict (best and last_epoch only) a
+    resume in the middle of a plateau halves the lr later than the uninterrupted run."""
+    from fairseq.optim.lr_scheduler.reduce_lr_on_plateau import ReduceLROnPlateauLRSchedule
+    monkeypatch.setattr(ReduceLROnPlateauLRSchedule, "state_dict",
+                        lambda self: {"best": self.lr_scheduler.best, "last_epoch": self.lr_scheduler.last_epoch})
+    full = _lrs(VALID, 2, 0)
+    assert any(_lrs(VALID, 2, 0, stop_after=k) != full for k in range(1, len(VALID)))
+
+
+def test_old_plateau_state_still_loads():
+    sched, _ = _plateau_scheduler()
+    sched.lr_scheduler.num_bad_epochs = 1
+    sched.load_state_dict({"best": 0.5, "last_epoch": 3})  # a checkpoint from before the fix
+    assert sched.lr_scheduler.best == 0.5 and sched.lr_scheduler.num_bad_epochs == 1
+    state = sched.state_dict()
+    assert isinstance(state["num_bad_epochs"], int) and isinstance(state["cooldown_counter"], int)
+
+
+def _train(data, save_dir, *extra):
+    """fairseq-train of a tiny memnet under reduce_lr_on_plateau; --lr-threshold 0.5 makes every
+    epoch after the first a bad one, so with patience 1 the lr halves every second epoch."""
+    import os
+    import subprocess
+
+    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
+    cmd = [fairseq_bin("fairseq-train"), data, "--user-dir", USER_DIR, "--task", "babi_qa", "--arch", "memnet_babi",
+           "--embed-dim", "16", "--hops", "2", "--max-story", "40", "--criterion", "cross_entropy",
+           "--optimizer", "adam", "--lr", "0.01", "--batch-size", "32", "--lr-scheduler", "reduce_lr_on_plateau",
+           "--lr-shrink", "0.5", "--lr-patience", "1", "--lr-threshold", "0.5", "--save-dir", save_dir,
+           "--no-epoch-checkpoints", "--num-workers", "0", "--cpu", "--seed", "3", "--log-format", "simple",
+           "--log-interval", "1000", *extra]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    import re
+    return {int(e): float(lr) for e, lr in re.findall(r"\| train \| epoch (\d+) \|.*?\| lr ([0-9.e-]+) ", p.stdout)}
+
+
+@pytest.fixture(scope="module")
+def plateau_full_run(tmp_path_factory):
+    """Tiny task-1 data and the uninterrupted run: lr per epoch and final weights."""
+    import subprocess
+    import sys
+
+    import torch
+    tmp = tmp_path_factory.mktemp("plateau")
+    subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "prepare", "qa", "--generate", "--out", str(tmp / "d"),
+                    "--tasks", "1", "--num-names", "10", "--train-stories", "60", "--test-stories", "10"],
+                   check=True, capture_output=True)
+    data = tmp / "d" / "bin" / "task1"
+    full = _train(data, tmp / "full", "--max-epoch", "8")
+    assert sorted(full) == list(range(1, 9)) and len(set(full.values())) >= 3, full  # it does halve
+    return data, full, torch.load(tmp / "full" / "checkpoint_last.pt", map_location="cpu")["model"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [["--max-epoch", "3"], ["--max-update", "23"]], ids=["epoch_end", "mid_epoch"])
+def test_plateau_run_resumed_from_checkpoint_last_equals_uninterrupted(plateau_full_run, stop, tmp_path):
+    """End to end: fairseq-train stopped at the end of an epoch (--max-epoch 3: the checkpoint is
+    saved before that epoch's scheduler step) or in the middle of one (--max-update 23: inside
+    epoch 3, of 9 updates each), then resumed from its checkpoint_last.pt, must give the uninterrupted
+    run's lr in every later epoch and, on one CPU thread, its exact final weights."""
+    import shutil
+
+    import torch
+    data, full, ref = plateau_full_run
+    first = _train(data, tmp_path / "first", *stop)
+    assert first == {e: full[e] for e in first}
+    itr = torch.load(tmp_path / "first" / "checkpoint_last.pt", map_location="cpu")["extra_state"]["train_iterator"]
+    # where the checkpoint stands: after epoch 3 (the iterator at epoch 4) or inside epoch 3
+    assert (itr["epoch"], itr["iterations_in_epoch"] > 0) == ((4, False) if "--max-epoch" in stop else (3, True)), itr
+    shutil.copytree(tmp_path / "first", tmp_path / "resumed")
+    resumed = _train(data, tmp_path / "resumed", "--max-epoch", "8")
+    assert resumed and resumed == {e: full[e] for e in resumed}, (resumed, full)
+    got = torch.load(tmp_path / "resumed" / "checkpoint_last.pt", map_location="cpu")["model"]
+    assert got.keys() == ref.keys() and all(torch.equal(got[k], ref[k]) for k in ref)
