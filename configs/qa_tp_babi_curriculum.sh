@@ -16,7 +16,8 @@
 # Each training stage also stops once a saved checkpoint's valid loss is <= STOP_BITS bits per
 # token (default 0.008; STOP_BITS="" trains to the budget). The seeds run at once (one thread
 # each). A finished stage leaves OUT/ck/NAME.done and is skipped when called again; a stage
-# interrupted before (a checkpoint_best.pt but no .done) is refused, not silently used.
+# interrupted before continues from its checkpoint_last.pt (configs/qa_train.sh); one with a
+# checkpoint_best.pt but neither (an older qa_train's) is refused, not silently used.
 set -euo pipefail
 OUT=$1; SEEDS=${2:-"0 1 2"}; DATA_SEED=${3:-0}
 NAMES=${NAMES:-10}; T1_UPDATES=${T1_UPDATES:-30000}; T2_UPDATES=${T2_UPDATES:-20000}
@@ -45,9 +46,9 @@ mkdir -p "$OUT/ck"
 train_until() {
   local ck=$2
   [ -f "$ck.done" ] && return 0
-  if [ -f "$ck/checkpoint_best.pt" ]; then
-    echo "qa_tp_babi_curriculum.sh: $ck has a checkpoint_best.pt but no $ck.done: an interrupted stage" \
-         "(qa_train keeps no checkpoint_last.pt to resume from); move $ck away to train it again" >&2
+  if [ -f "$ck/checkpoint_best.pt" ] && [ ! -f "$ck/checkpoint_last.pt" ]; then
+    echo "qa_tp_babi_curriculum.sh: $ck has a checkpoint_best.pt but no $ck.done and no checkpoint_last.pt" \
+         "to resume from (an older qa_train's stage, finished or interrupted); move $ck away to train it again" >&2
     return 1
   fi
   qa_train "$@" &

@@ -1,17 +1,39 @@
 # Sourced by the QA sweep scripts: the training command they share (paper App. D set-up:
 # batch 32, Adam, clip 5.0, lr halving on plateau, checkpoint_best on the held-out 10%).
 #   qa_train DATA SAVE_DIR SEED MAX_UPDATE [model and extra fairseq-train options...]
-# Uses LR, LR_PATIENCE and HERE from the caller; skips a run whose checkpoint_best.pt exists;
-# the log goes to SAVE_DIR.log.
+# Uses LR, LR_PATIENCE and HERE from the caller; the log goes to SAVE_DIR.log.
+# A finished run leaves SAVE_DIR.done and is skipped when called again. An interrupted one
+# (SAVE_DIR/checkpoint_last.pt, no .done) continues from its checkpoint_last.pt: fairseq's own
+# resume (weights, optimiser, update count, data order, and the plateau schedule since
+# plugins/fairseq_fixes.py saves it whole; on one CPU thread the weights end as in an
+# uninterrupted run), with any --restore-file option dropped (fairseq would start from that file
+# again) and the log continued. A SAVE_DIR with a checkpoint_best.pt but neither (written before
+# qa_train kept them: finished or interrupted cannot be told) is left as it is, with a warning.
 qa_train() {
   local data=$1 ck=$2 seed=$3 maxup=$4
   shift 4
-  [ -f "$ck/checkpoint_best.pt" ] && return 0
-  fairseq-train "$data" --user-dir "$HERE/user_dir" --task babi_qa "$@" --criterion cross_entropy \
+  [ -f "$ck.done" ] && return 0
+  local args=()
+  if [ -f "$ck/checkpoint_last.pt" ]; then
+    while [ $# -gt 0 ]; do
+      if [ "$1" = --restore-file ]; then shift 2; continue; fi
+      args+=("$1"); shift
+    done
+    echo "qa_train: resuming $ck from its checkpoint_last.pt" >> "$ck.log"
+  elif [ -f "$ck/checkpoint_best.pt" ]; then
+    echo "qa_train: $ck has a checkpoint_best.pt but no checkpoint_last.pt and no $ck.done (a run of" \
+         "an older qa_train, finished or interrupted): used as it is; move it away to train it again" >&2
+    return 0
+  else
+    args=("$@")
+    : > "$ck.log"
+  fi
+  fairseq-train "$data" --user-dir "$HERE/user_dir" --task babi_qa ${args[@]+"${args[@]}"} --criterion cross_entropy \
       --optimizer adam --lr "$LR" --clip-norm 5.0 --batch-size 32 --max-update "$maxup" \
       --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience "$LR_PATIENCE" --save-dir "$ck" \
-      --no-epoch-checkpoints --no-last-checkpoints --num-workers 0 --cpu --seed "$seed" \
-      --log-format simple --log-interval 1000 > "$ck.log" 2>&1
+      --no-epoch-checkpoints --num-workers 0 --cpu --seed "$seed" \
+      --log-format simple --log-interval 1000 >> "$ck.log" 2>&1 || return $?
+  touch "$ck.done"
 }
 
 # qa_restore_args CKPT CALLER: RESTORE_ARGS=(--restore-file CKPT) to continue an earlier run

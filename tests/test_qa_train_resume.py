@@ -1,0 +1,85 @@
+"""configs/qa_train.sh: a finished run is skipped (SAVE_DIR.done); an interrupted one continues
+from its own checkpoint_last.pt, even when it was started with --restore-file, and ends with the
+weights of an uninterrupted run; a folder from an older qa_train (checkpoint_best.pt only) is
+left as it is, with a warning.
+
+Reference: the same qa_train call run without interruption (one CPU thread: bitwise equal)."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import plugins  # noqa: F401  (checkpoint classes allowed for torch.load)
+
+pytestmark = pytest.mark.slow  # five tiny fairseq-train runs
+REPO = Path(__file__).resolve().parents[1]
+MODEL = "--arch memnet_babi --embed-dim 16 --hops 2 --max-story 40 --lr-threshold 0.5"
+
+
+def qa_train(data, ck, maxup, *extra):
+    script = (f'source "{REPO}/configs/qa_train.sh"; HERE="{REPO}"; LR=0.01; LR_PATIENCE=1; '
+              f'qa_train "{data}" "{ck}" 3 {maxup} {MODEL} ' + " ".join(f'"{e}"' for e in extra))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def lrs(log):
+    return {int(e): float(lr) for e, lr in re.findall(r"\| train \| epoch (\d+) \|.*?\| lr ([0-9.e-]+) ", log)}
+
+
+def weights(ck):
+    return torch.load(Path(ck) / "checkpoint_last.pt", map_location="cpu")["model"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("qa_train") / "d"
+    subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "prepare", "qa", "--generate", "--out", str(out),
+                    "--tasks", "1", "--num-names", "10", "--train-stories", "60", "--test-stories", "10"],
+                   check=True, capture_output=True)
+    return out / "bin" / "task1"   # 270 questions in train: 9 updates per epoch
+
+
+def test_interrupted_run_resumes_from_its_own_checkpoint(data, tmp_path):
+    a, full, b = tmp_path / "a", tmp_path / "full", tmp_path / "b"
+    assert qa_train(data, a, 18).returncode == 0  # two epochs: the run both others continue
+    restore = ["--restore-file", str(a / "checkpoint_best.pt")]
+    r = qa_train(data, full, 72, *restore)
+    assert r.returncode == 0, r.stderr[-3000:]
+    full_log = Path(f"{full}.log").read_text()
+    assert Path(f"{full}.done").exists() and "num_updates 72" in full_log
+    assert len(set(lrs(full_log).values())) >= 2  # the plateau schedule does halve in this run
+    # the same call stopped after epoch 4, its marker removed as if it had been killed there
+    r = qa_train(data, b, 72, *restore, "--max-epoch", "4")
+    assert r.returncode == 0, r.stderr[-3000:]
+    Path(f"{b}.done").unlink()
+    first = Path(f"{b}.log").read_text()
+    assert max(lrs(first)) == 4
+    r = qa_train(data, b, 72, *restore)
+    assert r.returncode == 0, r.stderr[-3000:]
+    log = Path(f"{b}.log").read_text()
+    assert log.startswith(first)  # the log is continued
+    rest = log[len(first):]
+    assert "qa_train: resuming" in rest and re.search(rf"Loaded checkpoint {re.escape(str(b))}/checkpoint_last.pt", rest)
+    assert Path(f"{b}.done").exists()
+    assert lrs(rest) == {e: lr for e, lr in lrs(full_log).items() if e > 4}
+    got, ref = weights(b), weights(full)
+    assert got.keys() == ref.keys() and all(torch.equal(got[k], ref[k]) for k in ref)
+    # finished: a further call does nothing
+    mtime = Path(f"{b}.log").stat().st_mtime_ns
+    assert qa_train(data, b, 72, *restore).returncode == 0 and Path(f"{b}.log").stat().st_mtime_ns == mtime
+
+
+def test_older_folder_without_last_checkpoint_is_kept(data, tmp_path):
+    ck = tmp_path / "old"
+    ck.mkdir()
+    (ck / "checkpoint_best.pt").write_bytes(b"kept")
+    r = qa_train(data, ck, 9)
+    assert r.returncode == 0 and "used as it is" in r.stderr and str(ck) in r.stderr
+    assert (ck / "checkpoint_best.pt").read_bytes() == b"kept" and not Path(f"{ck}.log").exists()
+    assert not Path(f"{ck}.done").exists()
