@@ -75,6 +75,11 @@ one_seed() {
   # the start is made again whenever task 1's checkpoint is newer than it
   [ "$t1.to_task2.pt" -nt "$t1/checkpoint_best.pt" ] || $PY -m nesyseq_cli.main convert warm-start --checkpoint "$t1/checkpoint_best.pt" \
       --from-data "$T1" --to-data "$T2" --encoder-layers 3 --out "$t1.to_task2.pt" > "$t1.to_task2.log"
+  if [ ! -f "$t2.done" ] && [ -f "$t2/checkpoint_last.pt" ] && [ "$t1.to_task2.pt" -nt "$t2/checkpoint_last.pt" ]; then
+    echo "qa_tp_babi_curriculum.sh: $t2 was interrupted, and its start $t1.to_task2.pt has been made again" \
+         "since; move $t2 away to train it from the new start" >&2
+    return 1
+  fi
   train_until "$T2" "$t2" "$s" "$T2_UPDATES" "${MODEL_ARGS[@]}" --encoder-layers 3 \
       --finetune-from-model "$t1.to_task2.pt"
 }

@@ -7,17 +7,26 @@
 # resume (weights, optimiser, update count, data order, and the plateau schedule since
 # plugins/fairseq_fixes.py saves it whole; on one CPU thread the weights end as in an
 # uninterrupted run), with any --restore-file option dropped (fairseq would start from that file
-# again) and the log continued. A SAVE_DIR with a checkpoint_best.pt but neither (written before
-# qa_train kept them: finished or interrupted cannot be told) is left as it is, with a warning.
+# again) and the log continued; one whose log says fairseq finished ("done training") only gets
+# its marker (fairseq, resumed at its budget, would train one more update). A SAVE_DIR with a
+# checkpoint_best.pt but neither (written before qa_train kept them: finished or interrupted
+# cannot be told) is left as it is, with a warning.
 qa_train() {
   local data=$1 ck=$2 seed=$3 maxup=$4
   shift 4
   [ -f "$ck.done" ] && return 0
   local args=()
-  if [ -f "$ck/checkpoint_last.pt" ]; then
+  if [ -f "$ck/checkpoint_last.pt" ] && grep -q "fairseq_cli.train | done training" "$ck.log" 2>/dev/null; then
+    touch "$ck.done"   # it finished but was stopped before its marker (a resume would add an update)
+    return 0
+  elif [ -f "$ck/checkpoint_last.pt" ]; then
     while [ $# -gt 0 ]; do
-      if [ "$1" = --restore-file ]; then shift 2; continue; fi
-      args+=("$1"); shift
+      case $1 in
+        --restore-file=*) shift ;;
+        --restore-file) [ $# -ge 2 ] || { echo "qa_train: --restore-file without a file" >&2; return 2; }
+                        shift 2 ;;
+        *) args+=("$1"); shift ;;
+      esac
     done
     echo "qa_train: resuming $ck from its checkpoint_last.pt" >> "$ck.log"
   elif [ -f "$ck/checkpoint_best.pt" ]; then

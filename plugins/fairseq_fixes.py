@@ -31,6 +31,14 @@ A resumed reduce_lr_on_plateau forgets how long it has waited
     save the count, the cooldown and the step still owed, and take the owed step on resume.
     Checkpoints written without them load as before.
 
+Checkpoint copies are not atomic
+    ``save_checkpoint`` writes the first of its files (checkpoint_best.pt when the run found a
+    new best) atomically, temp file then rename (checkpoint_utils.py:578-587), and copies it to
+    the others, checkpoint_last.pt among them, with ``PathManager.copy``, a plain
+    ``shutil.copyfile`` onto the target (:137-139, file_io.py:76).  A job killed during that copy
+    leaves a truncated checkpoint_last.pt, and every resume then fails on it.  We copy local
+    files to a temp name and rename, so the old checkpoint_last.pt stays whole until the new one is.
+
 --bf16 implies --tpu
     ``parse_args_and_arch`` turns on ``--tpu`` whenever --bf16 is given, so bf16 training on
     a GPU (or CPU) crashes in the Trainer.  We undo that implication where no TPU is in use
@@ -102,7 +110,7 @@ if not getattr(FairseqTask.get_batch_iterator, "_nesyseq_fixed", False):
 # the step.  So an end-of-epoch save also records the step still owed (the epoch and its valid
 # loss, the same value train.py hands lr_step), and a scheduler loaded from it takes that step
 # at its first step() call, which Trainer.load_checkpoint makes (trainer.py:642) after it has
-# loaded the optimizer (:629) whose lr the step may halve.
+# loaded the optimizer (:630) whose lr the step may halve.
 _PLATEAU_KEYS = ("num_bad_epochs", "cooldown_counter")
 
 
@@ -156,6 +164,37 @@ def _install_plateau_state_fix() -> None:
 
 
 _install_plateau_state_fix()
+
+
+# --- atomic checkpoint copies ------------------------------------------------------------
+def _install_atomic_copy() -> None:
+    import os
+    import shutil
+
+    from fairseq.file_io import PathManager
+
+    original = PathManager.copy
+    if getattr(original, "_nesyseq_fixed", False):
+        return
+
+    def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+        if "://" in str(src_path) or "://" in str(dst_path):
+            return original(src_path, dst_path, overwrite)
+        # like the original without iopath (shutil.copyfile), an existing target is replaced
+        tmp = f"{dst_path}.tmp-copy"
+        try:
+            shutil.copyfile(src_path, tmp)
+            os.replace(tmp, dst_path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        return True
+
+    copy._nesyseq_fixed = True
+    PathManager.copy = staticmethod(copy)
+
+
+_install_atomic_copy()
 
 
 # --- --bf16 implies --tpu -------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Fixes of the pinned fairseq (plugins/fairseq_fixes.py): batch_by_size must cover every
 index exactly once (the pinned build drops the remainder when required_batch_size_multiple
 > 1); a run resumed at a later epoch must train on the uninterrupted run's batches."""
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -222,3 +223,28 @@ def test_plateau_run_resumed_from_checkpoint_last_equals_uninterrupted(plateau_f
     assert resumed and resumed == {e: full[e] for e in resumed}, (resumed, full)
     got = torch.load(tmp_path / "resumed" / "checkpoint_last.pt", map_location="cpu")["model"]
     assert got.keys() == ref.keys() and all(torch.equal(got[k], ref[k]) for k in ref)
+
+
+def test_checkpoint_copy_is_atomic(tmp_path, monkeypatch):
+    """save_checkpoint copies its first file to checkpoint_last.pt with PathManager.copy; a job
+    killed during that copy must leave the previous checkpoint_last.pt whole (a truncated one
+    makes every resume fail).  Reference: the old file's bytes."""
+    import shutil
+
+    from fairseq.file_io import PathManager
+    src, dst = tmp_path / "checkpoint_best.pt", tmp_path / "checkpoint_last.pt"
+    src.write_bytes(b"new checkpoint " * 100)
+    dst.write_bytes(b"old whole checkpoint")
+    assert PathManager.copy(str(src), str(dst), overwrite=True)
+    assert dst.read_bytes() == src.read_bytes()
+    dst.write_bytes(b"old whole checkpoint")
+
+    def killed_mid_copy(a, b, *args, **kwargs):
+        Path(b).write_bytes(Path(a).read_bytes()[:10])
+        raise KeyboardInterrupt  # what SIGINT raises; SIGTERM's default kills at any byte
+
+    monkeypatch.setattr(shutil, "copyfile", killed_mid_copy)
+    with pytest.raises(KeyboardInterrupt):
+        PathManager.copy(str(src), str(dst), overwrite=True)
+    assert dst.read_bytes() == b"old whole checkpoint"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_best.pt", "checkpoint_last.pt"]
