@@ -39,3 +39,25 @@ def tie_names(embeddings, ids, generator=None):
             for i in ids:
                 emb.semantic.weight[i] = row
                 emb.alpha_logit[i] = a
+
+
+def lr_per_epoch(log):
+    """{epoch: lr} from the "| train | epoch N | ... | lr X |" lines of a fairseq-train log."""
+    import re
+    return {int(e): float(lr) for e, lr in re.findall(r"\| train \| epoch (\d+) \|.*?\| lr ([0-9.e-]+) ", log)}
+
+
+def prepare_tiny_task1(out):
+    """`nesyseq prepare qa --generate` of a tiny task 1 (60 stories: 270 train questions, 9 updates
+    per epoch at batch 32) into OUT; returns its bin/task1 folder."""
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "prepare", "qa", "--generate", "--out", str(out),
+                    "--tasks", "1", "--num-names", "10", "--train-stories", "60", "--test-stories", "10"],
+                   check=True, capture_output=True)
+    return out / "bin" / "task1"
+
+
+def same_weights(a, b):
+    """Two state dicts with the same keys and bitwise-equal tensors."""
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

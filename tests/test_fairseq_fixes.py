@@ -11,6 +11,7 @@ import plugins  # noqa: F401  (applies the fixes)
 from fairseq.data import FairseqDataset, data_utils
 from fairseq.tasks import FairseqTask
 from plugins import fairseq_fixes
+from tests.qa_helpers import lr_per_epoch, prepare_tiny_task1, same_weights
 
 
 @pytest.mark.parametrize("mult", [1, 3, 8])
@@ -181,22 +182,15 @@ def _train(data, save_dir, *extra):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     p = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-    import re
-    return {int(e): float(lr) for e, lr in re.findall(r"\| train \| epoch (\d+) \|.*?\| lr ([0-9.e-]+) ", p.stdout)}
+    return lr_per_epoch(p.stdout)
 
 
 @pytest.fixture(scope="module")
 def plateau_full_run(tmp_path_factory):
     """Tiny task-1 data and the uninterrupted run: lr per epoch and final weights."""
-    import subprocess
-    import sys
-
     import torch
     tmp = tmp_path_factory.mktemp("plateau")
-    subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "prepare", "qa", "--generate", "--out", str(tmp / "d"),
-                    "--tasks", "1", "--num-names", "10", "--train-stories", "60", "--test-stories", "10"],
-                   check=True, capture_output=True)
-    data = tmp / "d" / "bin" / "task1"
+    data = prepare_tiny_task1(tmp / "d")
     full = _train(data, tmp / "full", "--max-epoch", "8")
     assert sorted(full) == list(range(1, 9)) and len(set(full.values())) >= 3, full  # it does halve
     return data, full, torch.load(tmp / "full" / "checkpoint_last.pt", map_location="cpu")["model"]
@@ -222,7 +216,7 @@ def test_plateau_run_resumed_from_checkpoint_last_equals_uninterrupted(plateau_f
     resumed = _train(data, tmp_path / "resumed", "--max-epoch", "8")
     assert resumed and resumed == {e: full[e] for e in resumed}, (resumed, full)
     got = torch.load(tmp_path / "resumed" / "checkpoint_last.pt", map_location="cpu")["model"]
-    assert got.keys() == ref.keys() and all(torch.equal(got[k], ref[k]) for k in ref)
+    assert same_weights(got, ref)
 
 
 def test_checkpoint_copy_is_atomic(tmp_path, monkeypatch):

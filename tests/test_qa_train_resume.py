@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import plugins  # noqa: F401  (checkpoint classes allowed for torch.load)
+from tests.qa_helpers import lr_per_epoch, prepare_tiny_task1, same_weights
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "--arch memnet_babi --embed-dim 16 --hops 2 --max-story 40 --lr-threshold 0.5"
@@ -28,21 +29,13 @@ def qa_train(data, ck, maxup, *extra, bin_dir=None):
                           timeout=300)
 
 
-def lrs(log):
-    return {int(e): float(lr) for e, lr in re.findall(r"\| train \| epoch (\d+) \|.*?\| lr ([0-9.e-]+) ", log)}
-
-
 def weights(ck):
     return torch.load(Path(ck) / "checkpoint_last.pt", map_location="cpu")["model"]
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    out = tmp_path_factory.mktemp("qa_train") / "d"
-    subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "prepare", "qa", "--generate", "--out", str(out),
-                    "--tasks", "1", "--num-names", "10", "--train-stories", "60", "--test-stories", "10"],
-                   check=True, capture_output=True)
-    return out / "bin" / "task1"   # 270 questions in train: 9 updates per epoch
+    return prepare_tiny_task1(tmp_path_factory.mktemp("qa_train") / "d")
 
 
 @pytest.mark.slow  # five tiny fairseq-train runs
@@ -54,7 +47,7 @@ def test_interrupted_run_resumes_from_its_own_checkpoint(data, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     full_log = Path(f"{full}.log").read_text()
     assert Path(f"{full}.done").exists() and "num_updates 72" in full_log
-    assert len(set(lrs(full_log).values())) >= 2  # the plateau schedule does halve in this run
+    assert len(set(lr_per_epoch(full_log).values())) >= 2  # the plateau schedule does halve in this run
     # the same call stopped after epoch 4; its marker and fairseq's last line ("done training")
     # removed, it is what a kill just after epoch 4's checkpoint leaves
     r = qa_train(data, b, 72, *restore, "--max-epoch", "4")
@@ -62,7 +55,7 @@ def test_interrupted_run_resumes_from_its_own_checkpoint(data, tmp_path):
     Path(f"{b}.done").unlink()
     first = "".join(ln for ln in Path(f"{b}.log").read_text().splitlines(keepends=True) if "done training" not in ln)
     Path(f"{b}.log").write_text(first)
-    assert max(lrs(first)) == 4
+    assert max(lr_per_epoch(first)) == 4
     r = qa_train(data, b, 72, *restore)
     assert r.returncode == 0, r.stderr[-3000:]
     log = Path(f"{b}.log").read_text()
@@ -70,9 +63,9 @@ def test_interrupted_run_resumes_from_its_own_checkpoint(data, tmp_path):
     rest = log[len(first):]
     assert "qa_train: resuming" in rest and re.search(rf"Loaded checkpoint {re.escape(str(b))}/checkpoint_last.pt", rest)
     assert Path(f"{b}.done").exists()
-    assert lrs(rest) == {e: lr for e, lr in lrs(full_log).items() if e > 4}
+    assert lr_per_epoch(rest) == {e: lr for e, lr in lr_per_epoch(full_log).items() if e > 4}
     got, ref = weights(b), weights(full)
-    assert got.keys() == ref.keys() and all(torch.equal(got[k], ref[k]) for k in ref)
+    assert same_weights(got, ref)
     # finished: a further call does nothing
     mtime = Path(f"{b}.log").stat().st_mtime_ns
     assert qa_train(data, b, 72, *restore).returncode == 0 and Path(f"{b}.log").stat().st_mtime_ns == mtime
