@@ -10,7 +10,8 @@
 #    --encoder-relative-buckets BUCKETS (default 32), dropout 0.1, Adam lr 1e-3, batch 32, clip 5,
 #    plateau halving with patience 3, up to T1_UPDATES (30000);
 # 3. `nesyseq convert warm-start`: the task-1 model re-indexed to task 2's dictionary (objects and
-#    take/drop verbs get fresh rows) and its encoder grown to 3 layers (the top layer copied);
+#    take/drop verbs get fresh rows) and its encoder grown to T2_LAYERS layers (default 3; the top
+#    layer copied);
 # 4. task 2 from it (--finetune-from-model: fresh optimiser and schedule), up to T2_UPDATES (20000);
 # 5. `nesyseq evaluate qa`: test error of both stages -> OUT/report/qa_table.md, qa_results.csv.
 # Each training stage also stops once a saved checkpoint's valid loss is <= STOP_BITS bits per
@@ -22,7 +23,7 @@ set -euo pipefail
 OUT=$1; SEEDS=${2:-"0 1 2"}; DATA_SEED=${3:-0}
 NAMES=${NAMES:-10}; T1_UPDATES=${T1_UPDATES:-30000}; T2_UPDATES=${T2_UPDATES:-20000}
 TRAIN_STORIES=${TRAIN_STORIES:-10000}; TEST_STORIES=${TEST_STORIES:-1000}
-STOP_BITS=${STOP_BITS-0.008}; BUCKETS=${BUCKETS:-32}
+STOP_BITS=${STOP_BITS-0.008}; BUCKETS=${BUCKETS:-32}; T2_LAYERS=${T2_LAYERS:-3}
 LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-3}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,13 +75,13 @@ one_seed() {
   train_until "$T1" "$t1" "$s" "$T1_UPDATES" "${MODEL_ARGS[@]}"
   # the start is made again whenever task 1's checkpoint is newer than it
   [ "$t1.to_task2.pt" -nt "$t1/checkpoint_best.pt" ] || $PY -m nesyseq_cli.main convert warm-start --checkpoint "$t1/checkpoint_best.pt" \
-      --from-data "$T1" --to-data "$T2" --encoder-layers 3 --out "$t1.to_task2.pt" > "$t1.to_task2.log"
+      --from-data "$T1" --to-data "$T2" --encoder-layers "$T2_LAYERS" --out "$t1.to_task2.pt" > "$t1.to_task2.log"
   if [ ! -f "$t2.done" ] && [ -f "$t2/checkpoint_last.pt" ] && [ "$t1.to_task2.pt" -nt "$t2/checkpoint_last.pt" ]; then
     echo "qa_tp_babi_curriculum.sh: $t2 was interrupted, and its start $t1.to_task2.pt has been made again" \
          "since; move $t2 away to train it from the new start" >&2
     return 1
   fi
-  train_until "$T2" "$t2" "$s" "$T2_UPDATES" "${MODEL_ARGS[@]}" --encoder-layers 3 \
+  train_until "$T2" "$t2" "$s" "$T2_UPDATES" "${MODEL_ARGS[@]}" --encoder-layers "$T2_LAYERS" \
       --finetune-from-model "$t1.to_task2.pt"
 }
 

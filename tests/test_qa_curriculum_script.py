@@ -1,5 +1,6 @@
 """configs/qa_tp_babi_curriculum.sh on tiny data: the valid-loss stop rule ends a stage early
-(STOP_BITS), the warm start and task 2 follow, both stages with BUCKETS relative buckets, a second
+(STOP_BITS), the warm start and task 2 follow, both stages with BUCKETS relative buckets and task 2
+with T2_LAYERS encoder layers, a second
 call skips the finished stages, a finished stage that lost its .done marker gets it back without
 training, and one without a checkpoint_last.pt (an older qa_train's) is refused rather than used."""
 import os
@@ -17,7 +18,7 @@ SCRIPT = REPO / "configs" / "qa_tp_babi_curriculum.sh"
 def _run(out, **env):
     full = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable,
                 PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-                TRAIN_STORIES="40", TEST_STORIES="8", NAMES="4", BUCKETS="6", **env)
+                TRAIN_STORIES="40", TEST_STORIES="8", NAMES="4", BUCKETS="6", T2_LAYERS="4", **env)
     return subprocess.run(["bash", str(SCRIPT), str(out), "0", "1"], cwd=REPO, env=full, capture_output=True,
                           text=True, timeout=900)
 
@@ -32,7 +33,9 @@ def test_curriculum_script_stops_early_then_skips_and_refuses(tmp_path):
     assert "stopped, valid loss <= 100 bits" in log1
     assert max(int(n) for n in re.findall(r"num_updates (\d+)", log1)) < 5000
     assert (out / "ck" / "t1_s0.done").exists() and (out / "ck" / "t2_s0.done").exists()
-    assert "encoder layers: 2 -> 3" in (out / "ck" / "t1_s0.to_task2.log").read_text()
+    # T2_LAYERS reaches the warm start and task 2's training (the default is 3)
+    assert "encoder layers: 2 -> 4" in (out / "ck" / "t1_s0.to_task2.log").read_text()
+    assert "'encoder_layers': 4," in (out / "ck" / "t2_s0.log").read_text()
     assert "Loaded checkpoint" in (out / "ck" / "t2_s0.log").read_text()
     for n in ("t1_s0", "t2_s0"):   # BUCKETS reaches both stages (the default is 32)
         assert "'encoder_relative_buckets': 6," in (out / "ck" / f"{n}.log").read_text()
