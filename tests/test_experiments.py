@@ -99,13 +99,14 @@ def test_qa_experiment_runs_end_to_end_locally(tmp_path):
 @pytest.mark.slow  # generate, task 1, warm start, task 2, evaluation: five processes, tiny budgets
 def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     """The curriculum chain on a 2-seed array: task 2 trains from its seed's warm-start file (task
-    1's weights, the third encoder layer a copy of the second), the evaluation reports both tasks,
-    and `nesyseq collect` averages each task over the seeds."""
+    1's weights, the third and fourth encoder layers copies of the second), the evaluation reports
+    both tasks, and `nesyseq collect` averages each task over the seeds."""
     run_dir = tmp_path / "curriculum"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_tp_curriculum", "--executor", "local",
                         "--run-dir", str(run_dir), "--array", "seed=0,1", "train_stories=40", "test_stories=8",
-                        "num_names=4", "t1_updates=6", "t2_updates=4", "relative_buckets=6"], cwd=REPO, env=env,
+                        "num_names=4", "t1_updates=6", "t2_updates=4", "relative_buckets=6",
+                        "t2_encoder_layers=4"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     # nesyseq collect: one row per task over the two seeds (seed and ckpt name the member)
@@ -121,7 +122,7 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     for task, errs in errors.items():
         assert got[task]["members"] == "2" and float(got[task]["error_mean"]) == pytest.approx(sum(errs) / 2, abs=1e-4)
     warm = (run_dir / "warm_start" / "seed=0" / "stage.log").read_text()
-    assert "encoder layers: 2 -> 3" in warm and "new (" in warm
+    assert "encoder layers: 2 -> 4" in warm and "new (" in warm
     log = (run_dir / "train_task2" / "seed=0" / "stage.log").read_text()
     assert f"Loaded checkpoint {run_dir / 'warm_start' / 'seed=0' / 'start.pt'}" in log
     assert re.search(r"num_updates 4\b", log) and not re.search(r"num_updates [5-9]\b", log)   # task 2's own count
@@ -130,9 +131,9 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     t1_state, start_state = (torch.load(run_dir / p, weights_only=True) for p in
                              ("train_task1/seed=0/checkpoints/checkpoint_best.pt", "warm_start/seed=0/start.pt"))
     t1, start = t1_state["model"], start_state["model"]
-    key = "encoder.layers.1.ff.fc1.weight"   # task 1's top layer, and the grown third one
-    assert torch.equal(start[key], t1[key]) and torch.equal(start[key.replace(".1.", ".2.")], t1[key])
+    key = "encoder.layers.1.ff.fc1.weight"   # task 1's top layer, and the grown third and fourth
+    assert all(torch.equal(start[key.replace(".1.", f".{i}.")], t1[key]) for i in (1, 2, 3))
     ck = torch.load(run_dir / "train_task2" / "seed=0" / "checkpoints" / "checkpoint_best.pt", weights_only=True)
-    assert any(k.startswith("encoder.layers.2.") for k in ck["model"])
+    assert any(k.startswith("encoder.layers.3.") for k in ck["model"]) and ck["cfg"]["model"]["encoder_layers"] == 4
     for state in (t1_state, ck):   # relative_buckets reaches both training stages
         assert state["cfg"]["model"]["encoder_relative_buckets"] == 6
