@@ -8,7 +8,8 @@
 # plugins/fairseq_fixes.py saves it whole; on one CPU thread the weights end as in an
 # uninterrupted run), with any --restore-file option dropped (fairseq would start from that file
 # again) and the log continued; one whose log says fairseq finished ("done training") only gets
-# its marker (fairseq, resumed at its budget, would train one more update). A SAVE_DIR with a
+# its marker (a second guard: fairseq resumed at its budget trained one more update before
+# plugins/fairseq_fixes.py stopped it, and one stopped by a --patience rule could train on). A SAVE_DIR with a
 # checkpoint_best.pt but neither (written before qa_train kept them: finished or interrupted
 # cannot be told) is left as it is, with a warning.
 qa_train() {

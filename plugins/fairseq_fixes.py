@@ -39,6 +39,13 @@ Checkpoint copies are not atomic
     leaves a truncated checkpoint_last.pt, and every resume then fails on it.  We copy local
     files to a temp name and rename, so the old checkpoint_last.pt stays whole until the new one is.
 
+A run resumed at its --max-update trains one more update
+    train.py's ``train()`` takes a training step before ``validate_and_save`` tests
+    ``num_updates >= max_update`` (fairseq_cli/train.py:331, then :345 and :389).  A run resumed from a
+    checkpoint already at its budget (a requeued job that had finished, a sweep called again)
+    therefore trains update max_update + 1 and saves it over checkpoint_last.pt.  We return from
+    ``train()`` before its first step when the loaded update count is already at the budget.
+
 --bf16 implies --tpu
     ``parse_args_and_arch`` turns on ``--tpu`` whenever --bf16 is given, so bf16 training on
     a GPU (or CPU) crashes in the Trainer.  We undo that implication where no TPU is in use
@@ -197,6 +204,47 @@ def _install_atomic_copy() -> None:
 _install_atomic_copy()
 
 
+# --- a run resumed at --max-update trains one more update -------------------------------
+# Patched where train.py is the running program: the fairseq-train entry point and hydra_train
+# import it as fairseq_cli.train before the user dir is imported, ``python -m fairseq_cli.train``
+# runs it as __main__.  main() looks ``train`` up in its module at every epoch (train.py:205),
+# so replacing the module attribute is enough.  We never import train.py ourselves: at import
+# it configures the root logger (train.py:18).
+def at_update_budget(num_updates: int, max_update) -> bool:
+    """fairseq's own stop test (train.py:384-389): a max_update of 0 or None is no budget."""
+    return bool(max_update) and num_updates >= max_update
+
+
+def _install_max_update_fix() -> None:
+    import logging
+    import os
+    import sys
+
+    for name in ("fairseq_cli.train", "__main__"):
+        module = sys.modules.get(name)
+        original = getattr(module, "train", None)
+        path = os.path.normpath(str(getattr(module, "__file__", "") or ""))
+        if (original is None or getattr(original, "_nesyseq_fixed", False)
+                or not callable(getattr(module, "validate_and_save", None))
+                or not path.endswith(os.path.join("fairseq_cli", "train.py"))):
+            continue
+
+        def train(cfg, trainer, task, epoch_itr, _original=original):
+            num_updates, budget = trainer.get_num_updates(), cfg.optimization.max_update
+            if at_update_budget(num_updates, budget):
+                logging.getLogger("nesyseq").info(
+                    f"resumed at num_updates {num_updates} >= max_update {budget}: nothing to train "
+                    "(nesyseq plugins/fairseq_fixes.py)")
+                return [None], True
+            return _original(cfg, trainer, task, epoch_itr)
+
+        train._nesyseq_fixed = True
+        module.train = train
+
+
+_install_max_update_fix()
+
+
 # --- --bf16 implies --tpu -------------------------------------------------------------
 # fairseq/options.py:200-201 (parse_args_and_arch) sets ``args.tpu = True`` whenever --bf16
 # (or --memory-efficient-bf16) is given, a leftover from when bf16 meant TPU.  On a GPU the
@@ -252,6 +300,7 @@ def _install_bf16_fix() -> None:
         return
 
     def call_main(cfg, main, **kwargs):
+        _install_max_update_fix()   # in case plugins was imported before train.py was
         if resolve_bf16_tpu(cfg):
             logging.getLogger("nesyseq").info(
                 "--bf16 without a TPU: fairseq's implied --tpu is undone (nesyseq plugins/fairseq_fixes.py); "

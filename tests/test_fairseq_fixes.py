@@ -169,11 +169,19 @@ def test_old_plateau_state_still_loads():
 def _train(data, save_dir, *extra):
     """fairseq-train of a tiny memnet under reduce_lr_on_plateau; --lr-threshold 0.5 makes every
     epoch after the first a bad one, so with patience 1 the lr halves every second epoch."""
+    return lr_per_epoch(_train_log(data, save_dir, *extra))
+
+
+def _train_log(data, save_dir, *extra, as_module=False):
+    """_train's run; its stdout.  as_module: ``python -m fairseq_cli.train`` (train.py runs as
+    __main__) rather than the fairseq-train script."""
     import os
     import subprocess
+    import sys
 
     from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
-    cmd = [fairseq_bin("fairseq-train"), data, "--user-dir", USER_DIR, "--task", "babi_qa", "--arch", "memnet_babi",
+    entry = [sys.executable, "-m", "fairseq_cli.train"] if as_module else [fairseq_bin("fairseq-train")]
+    cmd = [*entry, data, "--user-dir", USER_DIR, "--task", "babi_qa", "--arch", "memnet_babi",
            "--embed-dim", "16", "--hops", "2", "--max-story", "40", "--criterion", "cross_entropy",
            "--optimizer", "adam", "--lr", "0.01", "--batch-size", "32", "--lr-scheduler", "reduce_lr_on_plateau",
            "--lr-shrink", "0.5", "--lr-patience", "1", "--lr-threshold", "0.5", "--save-dir", save_dir,
@@ -182,7 +190,7 @@ def _train(data, save_dir, *extra):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     p = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-    return lr_per_epoch(p.stdout)
+    return p.stdout
 
 
 @pytest.fixture(scope="module")
@@ -217,6 +225,33 @@ def test_plateau_run_resumed_from_checkpoint_last_equals_uninterrupted(plateau_f
     assert resumed and resumed == {e: full[e] for e in resumed}, (resumed, full)
     got = torch.load(tmp_path / "resumed" / "checkpoint_last.pt", map_location="cpu")["model"]
     assert same_weights(got, ref)
+
+
+def test_at_update_budget_is_fairseqs_stop_test():
+    assert fairseq_fixes.at_update_budget(20, 20) and fairseq_fixes.at_update_budget(21, 20)
+    assert not fairseq_fixes.at_update_budget(19, 20)
+    assert not fairseq_fixes.at_update_budget(50, 0) and not fairseq_fixes.at_update_budget(50, None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("as_module", [False, True], ids=["fairseq-train", "python-m"])
+def test_run_resumed_at_its_max_update_trains_nothing(tmp_path, as_module):
+    """fairseq-train called again on a run that finished at --max-update 20 (a requeued job, a
+    sweep run twice) must leave checkpoint_last.pt as it was, not train update 21; a larger
+    --max-update still continues the run."""
+    import torch
+    data = prepare_tiny_task1(tmp_path / "d")
+    _train_log(data, tmp_path / "r", "--max-update", "20")
+    last = tmp_path / "r" / "checkpoint_last.pt"
+    before = torch.load(last, map_location="cpu")
+    assert before["optimizer_history"][-1]["num_updates"] == 20
+    log = _train_log(data, tmp_path / "r", "--max-update", "20", as_module=as_module)
+    after = torch.load(last, map_location="cpu")
+    assert after["optimizer_history"][-1]["num_updates"] == 20
+    assert same_weights(after["model"], before["model"])
+    assert "Loaded checkpoint" in log and "nothing to train" in log, log[-2000:]
+    _train_log(data, tmp_path / "r", "--max-update", "25", as_module=as_module)
+    assert torch.load(last, map_location="cpu")["optimizer_history"][-1]["num_updates"] == 25
 
 
 def test_checkpoint_copy_is_atomic(tmp_path, monkeypatch):
