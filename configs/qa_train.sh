@@ -9,9 +9,9 @@
 # uninterrupted run), with any --restore-file option dropped (fairseq would start from that file
 # again) and the log continued; one whose log says fairseq finished ("done training") only gets
 # its marker (a second guard: fairseq resumed at its budget trained one more update before
-# plugins/fairseq_fixes.py stopped it, and one stopped by a --patience rule could train on). A SAVE_DIR with a
-# checkpoint_best.pt but neither (written before qa_train kept them: finished or interrupted
-# cannot be told) is left as it is, with a warning.
+# plugins/fairseq_fixes.py stopped it, and one stopped by a --patience rule could train on).
+# A SAVE_DIR with a checkpoint_best.pt but neither (written before qa_train kept them: finished
+# or interrupted cannot be told) is left as it is, with a warning.
 qa_train() {
   local data=$1 ck=$2 seed=$3 maxup=$4
   shift 4
