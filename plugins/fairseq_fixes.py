@@ -46,6 +46,12 @@ A run resumed at its --max-update trains one more update
     therefore trains update max_update + 1 and saves it over checkpoint_last.pt.  We return from
     ``train()`` before its first step when the loaded update count is already at the budget.
 
+A resumed run forgets its --patience count
+    fairseq keeps the early-stopping state (best valid loss, validations without improvement) on
+    the function ``should_stop_early`` and never saves it: a resumed run counts from zero, and one
+    resumed after it had stopped early trains ``--patience`` more epochs.  We save both in the
+    checkpoint, restore them on resume, and train nothing when the count already meets --patience.
+
 --bf16 implies --tpu
     ``parse_args_and_arch`` turns on ``--tpu`` whenever --bf16 is given, so bf16 training on
     a GPU (or CPU) crashes in the Trainer.  We undo that implication where no TPU is in use
@@ -204,45 +210,104 @@ def _install_atomic_copy() -> None:
 _install_atomic_copy()
 
 
-# --- a run resumed at --max-update trains one more update -------------------------------
+# --- a run resumed at its budget, or after an early stop, trains on ---------------------
 # Patched where train.py is the running program: the fairseq-train entry point and hydra_train
 # import it as fairseq_cli.train before the user dir is imported, ``python -m fairseq_cli.train``
 # runs it as __main__.  main() looks ``train`` up in its module at every epoch (train.py:205),
 # so replacing the module attribute is enough.  We never import train.py ourselves: at import
 # it configures the root logger (train.py:18).
+#
+# --patience: should_stop_early keeps its best valid loss and its count of epochs without
+# improvement as attributes of the function (train.py:242-248), never saved; a resumed run
+# restarts the count, and one resumed after it stopped early trains ``patience`` more epochs.
+# Trainer.save_checkpoint adds both to the checkpoint's extra_state (should_stop_early has
+# already seen the epoch's valid loss there: train.py:438, then :441), Trainer.load_checkpoint
+# restores them under the condition fairseq uses for its own ``best`` (checkpoint_utils.py:276-
+# 282: neither optimizer nor meters reset, so not under --finetune-from-model), and train()
+# returns at once when the restored count already meets --patience.
+_EARLY_STOP_KEY = "nesyseq_early_stop"
+
+
 def at_update_budget(num_updates: int, max_update) -> bool:
     """fairseq's own stop test (train.py:384-389): a max_update of 0 or None is no budget."""
     return bool(max_update) and num_updates >= max_update
 
 
-def _install_max_update_fix() -> None:
-    import logging
+def stopped_early(num_runs, patience) -> bool:
+    """should_stop_early's test (train.py:236, :249) on a restored count."""
+    return patience is not None and patience > 0 and num_runs is not None and num_runs >= patience
+
+
+def _train_modules():
     import os
     import sys
 
+    found = []
     for name in ("fairseq_cli.train", "__main__"):
         module = sys.modules.get(name)
-        original = getattr(module, "train", None)
         path = os.path.normpath(str(getattr(module, "__file__", "") or ""))
-        if (original is None or getattr(original, "_nesyseq_fixed", False)
-                or not callable(getattr(module, "validate_and_save", None))
-                or not path.endswith(os.path.join("fairseq_cli", "train.py"))):
+        if (module is not None and path.endswith(os.path.join("fairseq_cli", "train.py"))
+                and callable(getattr(module, "train", None)) and callable(getattr(module, "should_stop_early", None))):
+            found.append(module)
+    return found
+
+
+def _install_train_fixes() -> None:
+    import logging
+
+    from fairseq.trainer import Trainer
+
+    log = logging.getLogger("nesyseq")
+    for module in _train_modules():
+        original = module.train
+        if getattr(original, "_nesyseq_fixed", False):
             continue
 
-        def train(cfg, trainer, task, epoch_itr, _original=original):
+        def train(cfg, trainer, task, epoch_itr, _original=original, _module=module):
             num_updates, budget = trainer.get_num_updates(), cfg.optimization.max_update
             if at_update_budget(num_updates, budget):
-                logging.getLogger("nesyseq").info(
-                    f"resumed at num_updates {num_updates} >= max_update {budget}: nothing to train "
-                    "(nesyseq plugins/fairseq_fixes.py)")
+                log.info(f"resumed at num_updates {num_updates} >= max_update {budget}: nothing to train "
+                         "(nesyseq plugins/fairseq_fixes.py)")
+                return [None], True
+            num_runs = getattr(_module.should_stop_early, "num_runs", None)
+            if stopped_early(num_runs, cfg.checkpoint.patience):
+                log.info(f"resumed after an early stop ({num_runs} validations without improvement, "
+                         f"--patience {cfg.checkpoint.patience}): nothing to train (nesyseq plugins/fairseq_fixes.py)")
                 return [None], True
             return _original(cfg, trainer, task, epoch_itr)
 
         train._nesyseq_fixed = True
         module.train = train
 
+    if getattr(Trainer.save_checkpoint, "_nesyseq_fixed", False):
+        return
+    original_save, original_load = Trainer.save_checkpoint, Trainer.load_checkpoint
 
-_install_max_update_fix()
+    def save_checkpoint(self, filename, extra_state):
+        for module in _train_modules():   # the running train.py's should_stop_early, once it has a best
+            sse = module.should_stop_early
+            if getattr(sse, "best", None) is not None:
+                extra_state = {**extra_state, _EARLY_STOP_KEY: {"best": float(sse.best),
+                                                                "num_runs": int(getattr(sse, "num_runs", 0))}}
+                break
+        return original_save(self, filename, extra_state)
+
+    def load_checkpoint(self, filename, reset_optimizer=False, reset_lr_scheduler=False, optimizer_overrides=None,
+                        reset_meters=False):
+        extra_state = original_load(self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides,
+                                    reset_meters=reset_meters)
+        saved = (extra_state or {}).get(_EARLY_STOP_KEY)
+        if saved is not None and not reset_optimizer and not reset_meters:
+            for module in _train_modules():
+                module.should_stop_early.best = saved["best"]
+                module.should_stop_early.num_runs = saved["num_runs"]
+        return extra_state
+
+    save_checkpoint._nesyseq_fixed = True
+    Trainer.save_checkpoint, Trainer.load_checkpoint = save_checkpoint, load_checkpoint
+
+
+_install_train_fixes()
 
 
 # --- --bf16 implies --tpu -------------------------------------------------------------
@@ -300,7 +365,7 @@ def _install_bf16_fix() -> None:
         return
 
     def call_main(cfg, main, **kwargs):
-        _install_max_update_fix()   # in case plugins was imported before train.py was
+        _install_train_fixes()   # in case plugins was imported before train.py was
         if resolve_bf16_tpu(cfg):
             logging.getLogger("nesyseq").info(
                 "--bf16 without a TPU: fairseq's implied --tpu is undone (nesyseq plugins/fairseq_fixes.py); "

@@ -254,6 +254,49 @@ def test_run_resumed_at_its_max_update_trains_nothing(tmp_path, as_module):
     assert torch.load(last, map_location="cpu")["optimizer_history"][-1]["num_updates"] == 25
 
 
+def test_stopped_early_is_should_stop_earlys_test():
+    assert fairseq_fixes.stopped_early(2, 2) and fairseq_fixes.stopped_early(3, 2)
+    assert not fairseq_fixes.stopped_early(1, 2) and not fairseq_fixes.stopped_early(5, 0)
+    assert not fairseq_fixes.stopped_early(None, 2) and not fairseq_fixes.stopped_early(5, -1)
+
+
+def _num_updates(save_dir):
+    import torch
+    state = torch.load(save_dir / "checkpoint_last.pt", map_location="cpu")
+    return state["optimizer_history"][-1]["num_updates"], state["model"]
+
+
+@pytest.mark.slow
+def test_patience_survives_a_resume(tmp_path):
+    """--patience 2 with --maximize-best-checkpoint-metric: the valid loss falls every epoch, so
+    under "higher is better" epochs 2 and 3 are not improvements and the run stops early after
+    epoch 3 (10 updates per epoch).  Stopped by --max-epoch 2 and resumed, it must stop after epoch
+    3 too, with the uninterrupted run's weights; called again after its early stop, it must train
+    nothing.  (Without the fix the resumed run counts from zero and stops after epoch 5.)  A run
+    that only starts from its weights (--finetune-from-model) counts from zero."""
+    import shutil
+    data = prepare_tiny_task1(tmp_path / "d")
+    early = ("--patience", "2", "--maximize-best-checkpoint-metric", "--max-epoch", "10")
+    log = _train_log(data, tmp_path / "full", *early)
+    assert "early stop since valid performance hasn't improved for last 2 runs" in log
+    assert sorted(lr_per_epoch(log)) == [1, 2, 3], log[-2000:]
+    full_updates, full_weights = _num_updates(tmp_path / "full")
+    assert full_updates == 30
+    _train_log(data, tmp_path / "resumed", *early[:3], "--max-epoch", "2")
+    assert _num_updates(tmp_path / "resumed")[0] == 20
+    log = _train_log(data, tmp_path / "resumed", *early)
+    got_updates, got_weights = _num_updates(tmp_path / "resumed")
+    assert got_updates == full_updates and same_weights(got_weights, full_weights), got_updates
+    shutil.copytree(tmp_path / "full", tmp_path / "again")
+    log = _train_log(data, tmp_path / "again", *early)
+    assert _num_updates(tmp_path / "again")[0] == full_updates
+    assert "resumed after an early stop" in log, log[-2000:]
+    # a new run started from it with --finetune-from-model (fresh optimiser and meters, as the
+    # curriculum's task 2 starts from task 1) does not inherit the count: 3 epochs of its own
+    log = _train_log(data, tmp_path / "finetuned", *early, "--finetune-from-model", tmp_path / "full" / "checkpoint_last.pt")
+    assert "resumed after an early stop" not in log and _num_updates(tmp_path / "finetuned")[0] == 30, log[-2000:]
+
+
 def test_checkpoint_copy_is_atomic(tmp_path, monkeypatch):
     """save_checkpoint copies its first file to checkpoint_last.pt with PathManager.copy; a job
     killed during that copy must leave the previous checkpoint_last.pt whole (a truncated one
