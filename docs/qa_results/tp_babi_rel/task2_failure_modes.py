@@ -1,7 +1,9 @@
 """Task-2 answers from a fairseq-generate log (S-/T-/H- lines): right, the holder's room at some
 other time, the room of the latest sentence, another room of the story; then the error split by
 whether the holder moved after taking the object (the generator asks only about held objects, so
-the answer is the holder's latest room: after the taking sentence, or before it if not moved).
+the answer is the holder's latest room: after the taking sentence, or before it if not moved);
+then (added 2026-11-27, twenty-fourth session, below the earlier lines, which are unchanged) the
+error by the story's length in sentences and by how often the object was taken.
 Usage: python task2_failure_modes.py GENERATE_LOG"""
 import collections
 import pathlib
@@ -19,6 +21,9 @@ TAKE = tuple(v.split()[0] for v in GRAB_VERBS)         # a sentence's second wor
 HANDLE = TAKE + tuple(v.split()[0] for v in DROP_VERBS)  # anything else is a move
 stats = collections.Counter()
 by_case = collections.Counter()
+by_length = collections.Counter()   # (length bin, right?)
+by_takes = collections.Counter()
+LENGTHS = ((5, "1-5"), (8, "6-8"), (12, "9-12"), (10 ** 9, "13+"))
 for k in S:
     toks = S[k].split()
     obj = toks[-2]
@@ -42,9 +47,20 @@ for k in S:
     stats[kind] += 1
     moved = any(s[0] == holder and s[1] not in HANDLE for s in sents[took + 1:])
     by_case[moved, kind == "ok"] += 1
+    by_length[next(name for top, name in LENGTHS if len(sents) <= top), kind == "ok"] += 1
+    by_takes[min(sum(s[-1] == obj and s[1] in TAKE for s in sents), 3), kind == "ok"] += 1
 for kind, n in stats.most_common():
     print(f"{kind:30s} {n:5d} ({100 * n / len(S):.1f}%)")
 for moved, what in ((False, "holder not moved since taking it"), (True, "holder moved after taking it")):
     n = by_case[moved, True] + by_case[moved, False]
     if n:
         print(f"{what:34s} {n:5d} questions, error {100 * by_case[moved, False] / n:.1f}%")
+for _, name in LENGTHS:
+    n = by_length[name, True] + by_length[name, False]
+    if n:
+        print(f"{'story of ' + name + ' sentences':34s} {n:5d} questions, error {100 * by_length[name, False] / n:.1f}%")
+for takes in (1, 2, 3):
+    n = by_takes[takes, True] + by_takes[takes, False]
+    if n:
+        what = f"object taken {takes}{'+' if takes == 3 else ''} time{'s' if takes > 1 else ''}"
+        print(f"{what:34s} {n:5d} questions, error {100 * by_takes[takes, False] / n:.1f}%")
