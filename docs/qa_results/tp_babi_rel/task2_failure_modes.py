@@ -3,7 +3,7 @@ other time, the room of the latest sentence, another room of the story; then the
 whether the holder moved after taking the object (the generator asks only about held objects, so
 the answer is the holder's latest room: after the taking sentence, or before it if not moved);
 then (added 2026-11-27, twenty-fourth session, below the earlier lines, which are unchanged) the
-error by the story's length in sentences and by how often the object was taken.
+error by the story's length in sentences and in tokens, and by how often the object was taken.
 Usage: python task2_failure_modes.py GENERATE_LOG"""
 import collections
 import pathlib
@@ -24,6 +24,8 @@ by_case = collections.Counter()
 by_length = collections.Counter()   # (length bin, right?)
 by_takes = collections.Counter()
 LENGTHS = ((5, "1-5"), (8, "6-8"), (12, "9-12"), (10 ** 9, "13+"))
+by_tokens = collections.Counter()
+TOKENS = ((31, "0-31"), (63, "32-63"), (95, "64-95"), (127, "96-127"), (10 ** 9, "128+"))  # source tokens
 for k in S:
     toks = S[k].split()
     obj = toks[-2]
@@ -48,6 +50,7 @@ for k in S:
     moved = any(s[0] == holder and s[1] not in HANDLE for s in sents[took + 1:])
     by_case[moved, kind == "ok"] += 1
     by_length[next(name for top, name in LENGTHS if len(sents) <= top), kind == "ok"] += 1
+    by_tokens[next(name for top, name in TOKENS if len(toks) <= top), kind == "ok"] += 1
     by_takes[min(sum(s[-1] == obj and s[1] in TAKE for s in sents), 3), kind == "ok"] += 1
 for kind, n in stats.most_common():
     print(f"{kind:30s} {n:5d} ({100 * n / len(S):.1f}%)")
@@ -59,6 +62,10 @@ for _, name in LENGTHS:
     n = by_length[name, True] + by_length[name, False]
     if n:
         print(f"{'story of ' + name + ' sentences':34s} {n:5d} questions, error {100 * by_length[name, False] / n:.1f}%")
+for _, name in TOKENS:
+    n = by_tokens[name, True] + by_tokens[name, False]
+    if n:
+        print(f"{'story of ' + name + ' tokens':34s} {n:5d} questions, error {100 * by_tokens[name, False] / n:.1f}%")
 for takes in (1, 2, 3):
     n = by_takes[takes, True] + by_takes[takes, False]
     if n:
