@@ -8,8 +8,8 @@
 # plugins/fairseq_fixes.py saves it whole; on one CPU thread the weights end as in an
 # uninterrupted run), with any --restore-file option dropped (fairseq would start from that file
 # again) and the log continued; one whose log says fairseq finished ("done training") only gets
-# its marker (a second guard: fairseq resumed at its budget trained one more update before
-# plugins/fairseq_fixes.py stopped it, and one stopped by a --patience rule could train on).
+# its marker (a second guard: before plugins/fairseq_fixes.py, fairseq resumed at its budget
+# trained one more update).
 # A SAVE_DIR with a checkpoint_best.pt but neither (written before qa_train kept them: finished
 # or interrupted cannot be told) is left as it is, with a warning.
 qa_train() {
@@ -18,7 +18,7 @@ qa_train() {
   [ -f "$ck.done" ] && return 0
   local args=()
   if [ -f "$ck/checkpoint_last.pt" ] && grep -q "fairseq_cli.train | done training" "$ck.log" 2>/dev/null; then
-    touch "$ck.done"   # it finished but was stopped before its marker (a resume would add an update)
+    touch "$ck.done"   # it finished but was stopped before its marker (nothing left to train)
     return 0
   elif [ -f "$ck/checkpoint_last.pt" ]; then
     while [ $# -gt 0 ]; do

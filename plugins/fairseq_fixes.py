@@ -217,14 +217,18 @@ _install_atomic_copy()
 # so replacing the module attribute is enough.  We never import train.py ourselves: at import
 # it configures the root logger (train.py:18).
 #
-# --patience: should_stop_early keeps its best valid loss and its count of epochs without
+# --patience: should_stop_early keeps its best valid loss and its count of validations without
 # improvement as attributes of the function (train.py:242-248), never saved; a resumed run
-# restarts the count, and one resumed after it stopped early trains ``patience`` more epochs.
+# restarts the count, and one resumed after it stopped early trains patience + 1 more epochs.
 # Trainer.save_checkpoint adds both to the checkpoint's extra_state (should_stop_early has
 # already seen the epoch's valid loss there: train.py:438, then :441), Trainer.load_checkpoint
 # restores them under the condition fairseq uses for its own ``best`` (checkpoint_utils.py:276-
 # 282: neither optimizer nor meters reset, so not under --finetune-from-model), and train()
-# returns at once when the restored count already meets --patience.
+# returns at once when the restored count already meets --patience.  Any other load (none, a
+# fresh start, an older checkpoint, reset meters) clears them, so a second run in the same
+# process (hydra --multirun) does not inherit the first one's count.  The load also installs the
+# train() wrapper when ours was imported before train.py (main() loads, train.py:165, before
+# it first calls train, :205).
 _EARLY_STOP_KEY = "nesyseq_early_stop"
 
 
@@ -252,6 +256,20 @@ def _train_modules():
     return found
 
 
+def restore_early_stop(extra_state, reset: bool) -> None:
+    """Set the running train.py's should_stop_early state from a loaded checkpoint's extra_state,
+    or clear it (nothing saved, or optimizer / meters reset)."""
+    saved = None if reset else (extra_state or {}).get(_EARLY_STOP_KEY)
+    for module in _train_modules():
+        sse = module.should_stop_early
+        if saved is not None:
+            sse.best, sse.num_runs = saved["best"], saved["num_runs"]
+        else:
+            for attr in ("best", "num_runs"):
+                if hasattr(sse, attr):
+                    delattr(sse, attr)
+
+
 def _install_train_fixes() -> None:
     import logging
 
@@ -272,7 +290,8 @@ def _install_train_fixes() -> None:
             num_runs = getattr(_module.should_stop_early, "num_runs", None)
             if stopped_early(num_runs, cfg.checkpoint.patience):
                 log.info(f"resumed after an early stop ({num_runs} validations without improvement, "
-                         f"--patience {cfg.checkpoint.patience}): nothing to train (nesyseq plugins/fairseq_fixes.py)")
+                         f"--patience {cfg.checkpoint.patience}): nothing to train (nesyseq plugins/fairseq_fixes.py; "
+                         "--reset-meters starts the count again)")
                 return [None], True
             return _original(cfg, trainer, task, epoch_itr)
 
@@ -294,13 +313,10 @@ def _install_train_fixes() -> None:
 
     def load_checkpoint(self, filename, reset_optimizer=False, reset_lr_scheduler=False, optimizer_overrides=None,
                         reset_meters=False):
+        _install_train_fixes()   # no-op once done
         extra_state = original_load(self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides,
                                     reset_meters=reset_meters)
-        saved = (extra_state or {}).get(_EARLY_STOP_KEY)
-        if saved is not None and not reset_optimizer and not reset_meters:
-            for module in _train_modules():
-                module.should_stop_early.best = saved["best"]
-                module.should_stop_early.num_runs = saved["num_runs"]
+        restore_early_stop(extra_state, reset=reset_optimizer or reset_meters)
         return extra_state
 
     save_checkpoint._nesyseq_fixed = True

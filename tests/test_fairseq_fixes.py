@@ -260,6 +260,29 @@ def test_stopped_early_is_should_stop_earlys_test():
     assert not fairseq_fixes.stopped_early(None, 2) and not fairseq_fixes.stopped_early(5, -1)
 
 
+def test_restore_early_stop_sets_or_clears_the_running_train_py(monkeypatch):
+    """The restore sets should_stop_early's state from a checkpoint and clears it on any other
+    load, so a second run in one process (hydra --multirun) starts its count afresh."""
+    import sys
+    import types
+    fake = types.ModuleType("fairseq_cli.train")
+    fake.__file__ = "/x/fairseq_cli/train.py"
+    fake.train = lambda *a: None
+
+    def should_stop_early(cfg, valid_loss):
+        return False
+    fake.should_stop_early = should_stop_early
+    monkeypatch.setitem(sys.modules, "fairseq_cli.train", fake)
+    saved = {fairseq_fixes._EARLY_STOP_KEY: {"best": 0.5, "num_runs": 2}}
+    fairseq_fixes.restore_early_stop(saved, reset=False)
+    assert (should_stop_early.best, should_stop_early.num_runs) == (0.5, 2)
+    fairseq_fixes.restore_early_stop(saved, reset=True)      # --finetune-from-model, --reset-meters
+    assert not hasattr(should_stop_early, "best") and not hasattr(should_stop_early, "num_runs")
+    should_stop_early.best, should_stop_early.num_runs = 0.1, 9   # left by an earlier run in the process
+    fairseq_fixes.restore_early_stop(None, reset=False)       # no checkpoint
+    assert not hasattr(should_stop_early, "best") and not hasattr(should_stop_early, "num_runs")
+
+
 def _num_updates(save_dir):
     import torch
     state = torch.load(save_dir / "checkpoint_last.pt", map_location="cpu")
