@@ -54,20 +54,17 @@ for k in S:
     by_takes[min(sum(s[-1] == obj and s[1] in TAKE for s in sents), 3), kind == "ok"] += 1
 for kind, n in stats.most_common():
     print(f"{kind:30s} {n:5d} ({100 * n / len(S):.1f}%)")
-for moved, what in ((False, "holder not moved since taking it"), (True, "holder moved after taking it")):
-    n = by_case[moved, True] + by_case[moved, False]
-    if n:
-        print(f"{what:34s} {n:5d} questions, error {100 * by_case[moved, False] / n:.1f}%")
-for _, name in LENGTHS:
-    n = by_length[name, True] + by_length[name, False]
-    if n:
-        print(f"{'story of ' + name + ' sentences':34s} {n:5d} questions, error {100 * by_length[name, False] / n:.1f}%")
-for _, name in TOKENS:
-    n = by_tokens[name, True] + by_tokens[name, False]
-    if n:
-        print(f"{'story of ' + name + ' tokens':34s} {n:5d} questions, error {100 * by_tokens[name, False] / n:.1f}%")
-for takes in (1, 2, 3):
-    n = by_takes[takes, True] + by_takes[takes, False]
-    if n:
-        what = f"object taken {takes}{'+' if takes == 3 else ''} time{'s' if takes > 1 else ''}"
-        print(f"{what:34s} {n:5d} questions, error {100 * by_takes[takes, False] / n:.1f}%")
+
+
+def print_errors(counter, rows):
+    """One line per (key, label) of ROWS: questions and error % of COUNTER[key, right?]."""
+    for key, what in rows:
+        n = counter[key, True] + counter[key, False]
+        if n:
+            print(f"{what:34s} {n:5d} questions, error {100 * counter[key, False] / n:.1f}%")
+
+
+print_errors(by_case, ((False, "holder not moved since taking it"), (True, "holder moved after taking it")))
+print_errors(by_length, ((name, f"story of {name} sentences") for _, name in LENGTHS))
+print_errors(by_tokens, ((name, f"story of {name} tokens") for _, name in TOKENS))
+print_errors(by_takes, ((t, f"object taken {t}{'+' if t == 3 else ''} time{'s' if t > 1 else ''}") for t in (1, 2, 3)))
