@@ -313,7 +313,7 @@ def _install_train_fixes() -> None:
 
     def load_checkpoint(self, filename, reset_optimizer=False, reset_lr_scheduler=False, optimizer_overrides=None,
                         reset_meters=False):
-        _install_train_fixes()   # no-op once done
+        _install_train_fixes()   # train.py imported after plugins: main() loads before it trains
         extra_state = original_load(self, filename, reset_optimizer, reset_lr_scheduler, optimizer_overrides,
                                     reset_meters=reset_meters)
         restore_early_stop(extra_state, reset=reset_optimizer or reset_meters)
@@ -381,7 +381,6 @@ def _install_bf16_fix() -> None:
         return
 
     def call_main(cfg, main, **kwargs):
-        _install_train_fixes()   # in case plugins was imported before train.py was
         if resolve_bf16_tpu(cfg):
             logging.getLogger("nesyseq").info(
                 "--bf16 without a TPU: fairseq's implied --tpu is undone (nesyseq plugins/fairseq_fixes.py); "

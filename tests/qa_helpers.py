@@ -48,8 +48,8 @@ def lr_per_epoch(log):
 
 
 def prepare_tiny_task1(out):
-    """`nesyseq prepare qa --generate` of a tiny task 1 (60 stories: 270 train questions, 9 updates
-    per epoch at batch 32) into OUT; returns its bin/task1 folder."""
+    """`nesyseq prepare qa --generate` of a tiny task 1 (60 stories: 270 train questions, 10 updates
+    per epoch at batch 32: fairseq batches by length) into OUT; returns its bin/task1 folder."""
     import subprocess
     import sys
     subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "prepare", "qa", "--generate", "--out", str(out),

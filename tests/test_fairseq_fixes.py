@@ -209,7 +209,7 @@ def plateau_full_run(tmp_path_factory):
 def test_plateau_run_resumed_from_checkpoint_last_equals_uninterrupted(plateau_full_run, stop, tmp_path):
     """End to end: fairseq-train stopped at the end of an epoch (--max-epoch 3: the checkpoint is
     saved before that epoch's scheduler step) or in the middle of one (--max-update 23: inside
-    epoch 3, of 9 updates each), then resumed from its checkpoint_last.pt, must give the uninterrupted
+    epoch 3, of 10 updates each), then resumed from its checkpoint_last.pt, must give the uninterrupted
     run's lr in every later epoch and, on one CPU thread, its exact final weights."""
     import shutil
 
@@ -227,6 +227,13 @@ def test_plateau_run_resumed_from_checkpoint_last_equals_uninterrupted(plateau_f
     assert same_weights(got, ref)
 
 
+def _num_updates(save_dir):
+    """(update count, weights) of SAVE_DIR/checkpoint_last.pt."""
+    import torch
+    state = torch.load(save_dir / "checkpoint_last.pt", map_location="cpu")
+    return state["optimizer_history"][-1]["num_updates"], state["model"]
+
+
 def test_at_update_budget_is_fairseqs_stop_test():
     assert fairseq_fixes.at_update_budget(20, 20) and fairseq_fixes.at_update_budget(21, 20)
     assert not fairseq_fixes.at_update_budget(19, 20)
@@ -239,19 +246,17 @@ def test_run_resumed_at_its_max_update_trains_nothing(tmp_path, as_module):
     """fairseq-train called again on a run that finished at --max-update 20 (a requeued job, a
     sweep run twice) must leave checkpoint_last.pt as it was, not train update 21; a larger
     --max-update still continues the run."""
-    import torch
     data = prepare_tiny_task1(tmp_path / "d")
     _train_log(data, tmp_path / "r", "--max-update", "20")
-    last = tmp_path / "r" / "checkpoint_last.pt"
-    before = torch.load(last, map_location="cpu")
-    assert before["optimizer_history"][-1]["num_updates"] == 20
+    updates, before = _num_updates(tmp_path / "r")
+    assert updates == 20
     log = _train_log(data, tmp_path / "r", "--max-update", "20", as_module=as_module)
-    after = torch.load(last, map_location="cpu")
-    assert after["optimizer_history"][-1]["num_updates"] == 20
-    assert same_weights(after["model"], before["model"])
+    updates, after = _num_updates(tmp_path / "r")
+    assert updates == 20
+    assert same_weights(after, before)
     assert "Loaded checkpoint" in log and "nothing to train" in log, log[-2000:]
     _train_log(data, tmp_path / "r", "--max-update", "25", as_module=as_module)
-    assert torch.load(last, map_location="cpu")["optimizer_history"][-1]["num_updates"] == 25
+    assert _num_updates(tmp_path / "r")[0] == 25
 
 
 def test_stopped_early_is_should_stop_earlys_test():
@@ -281,12 +286,6 @@ def test_restore_early_stop_sets_or_clears_the_running_train_py(monkeypatch):
     should_stop_early.best, should_stop_early.num_runs = 0.1, 9   # left by an earlier run in the process
     fairseq_fixes.restore_early_stop(None, reset=False)       # no checkpoint
     assert not hasattr(should_stop_early, "best") and not hasattr(should_stop_early, "num_runs")
-
-
-def _num_updates(save_dir):
-    import torch
-    state = torch.load(save_dir / "checkpoint_last.pt", map_location="cpu")
-    return state["optimizer_history"][-1]["num_updates"], state["model"]
 
 
 @pytest.mark.slow

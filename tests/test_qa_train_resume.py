@@ -41,7 +41,7 @@ def data(tmp_path_factory):
 @pytest.mark.slow  # five tiny fairseq-train runs
 def test_interrupted_run_resumes_from_its_own_checkpoint(data, tmp_path):
     a, full, b = tmp_path / "a", tmp_path / "full", tmp_path / "b"
-    assert qa_train(data, a, 18).returncode == 0  # two epochs: the run both others continue
+    assert qa_train(data, a, 18).returncode == 0  # 18 updates, into epoch 2: the run both others continue
     restore = ["--restore-file", str(a / "checkpoint_best.pt")]
     r = qa_train(data, full, 72, *restore)
     assert r.returncode == 0, r.stderr[-3000:]
