@@ -13,7 +13,8 @@
 #    take/drop verbs get fresh rows) and its encoder grown to T2_LAYERS layers (default 3; the top
 #    layer copied);
 # 4. task 2 from it (--finetune-from-model: fresh optimiser and schedule), up to T2_UPDATES (20000);
-# 5. `nesyseq evaluate qa`: test error of both stages -> OUT/report/qa_table.md, qa_results.csv.
+# 5. `nesyseq evaluate qa`: test error of both stages -> OUT/report/qa_table.md, qa_results.csv
+#    (with more than one seed, the table also names the seed of lowest validation loss per stage).
 # Each training stage also stops once a saved checkpoint's valid loss is <= STOP_BITS bits per
 # token (default 0.008; STOP_BITS="" trains to the budget). The seeds run at once (one thread
 # each). A finished stage leaves OUT/ck/NAME.done and is skipped when called again; a stage

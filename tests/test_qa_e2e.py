@@ -26,17 +26,20 @@ def test_prepare_train_evaluate_smn(tmp_path):
     _run(nesyseq + ["prepare", "qa", "--generate", "--out", tmp_path / "d", "--tasks", "1", "--num-names", "10",
                     "--train-stories", "60", "--test-stories", "10"])
     data = tmp_path / "d" / "bin" / "task1"
-    _run([fairseq_bin("fairseq-train"), data, "--user-dir", USER_DIR, "--task", "babi_qa", "--arch", "smn_babi",
-          "--embed-dim", "16", "--hops", "2", "--max-story", "40", "--criterion", "cross_entropy",
-          "--optimizer", "adam", "--lr", "0.01", "--clip-norm", "5.0", "--batch-size", "32",
-          "--max-update", "40", "--save-dir", tmp_path / "ck", "--no-epoch-checkpoints", "--num-workers", "0",
-          "--cpu", "--seed", "1"])
+    log = _run([fairseq_bin("fairseq-train"), data, "--user-dir", USER_DIR, "--task", "babi_qa", "--arch", "smn_babi",
+                "--embed-dim", "16", "--hops", "2", "--max-story", "40", "--criterion", "cross_entropy",
+                "--optimizer", "adam", "--lr", "0.01", "--clip-norm", "5.0", "--batch-size", "32",
+                "--max-update", "40", "--save-dir", tmp_path / "ck", "--no-epoch-checkpoints", "--num-workers", "0",
+                "--cpu", "--seed", "1", "--log-format", "simple"])
     ckpt = tmp_path / "ck" / "checkpoint_best.pt"
     out = _run(nesyseq + ["evaluate", "qa", "--out", tmp_path / "rep", "--run",
                           f"model=smn,task=1,seed=1,ckpt={ckpt},data={data}"])
     assert "bAbI-style" in out
     rows = list(csv.DictReader(open(tmp_path / "rep" / "qa_results.csv")))
     assert len(rows) == 1 and rows[0]["questions"] == "50"
+    # the checkpoint's valid loss is the best one the training log printed (3 decimals there)
+    valid = [float(l.split("| loss ")[1].split()[0]) for l in log.splitlines() if "valid on 'valid' subset" in l]
+    assert valid and abs(float(rows[0]["valid_loss"]) - min(valid)) < 6e-4, (rows[0]["valid_loss"], valid)
     gen = _run([fairseq_bin("fairseq-generate"), data, "--user-dir", USER_DIR, "--task", "babi_qa",
                 "--path", ckpt, "--gen-subset", "test", "--beam", "1", "--batch-size", "16", "--cpu"])
     hyp = {l.split("\t")[0][2:]: l.split("\t")[2] for l in gen.splitlines() if l.startswith("H-")}
