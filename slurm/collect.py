@@ -8,7 +8,10 @@ mean ± sample std over the members (std 0 for a single member).  Writes
 
 ``nesyseq evaluate qa --run``'s ``qa_results.csv`` names its member in ``seed`` and ``ckpt``
 (left out: they differ across an array by design) and labels rows with the numbers ``task`` and
-``names``, and a diagnostic's fixed ``beta`` (matched on, like text).
+``names``, and a diagnostic's fixed ``beta`` (matched on, like text).  Its ``valid_loss``
+column (the checkpoint's validation loss) is averaged like any number, and ``collect.md`` also
+names, per row, the member whose ``valid_loss`` is lowest (the first such member on a tie) with
+its metric: the model a user would keep without looking at the test.
 """
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ def collect(run_dir, stage="evaluate", metric=None):
     groups: "OrderedDict[tuple, dict]" = OrderedDict()
     header = None
     members = []
+    per_member: "OrderedDict[tuple, list]" = OrderedDict()   # key -> [(member, {numeric column: value})]
     for rec in recs:
         path = _result_csv(rec)
         if not path.is_file():
@@ -86,6 +90,8 @@ def collect(run_dir, stage="evaluate", metric=None):
             for i, lab in zip(keep, is_label):
                 if not lab:
                     cell.setdefault(header[i], []).append(float(row[i]))
+            per_member.setdefault(key, []).append(
+                (label, {header[i]: float(row[i]) for i, lab in zip(keep, is_label) if not lab}))
     num_cols = [h for h in header if any(h in g for g in groups.values())]
     key_cols = [h for h in header if h not in num_cols and h not in MEMBER_COLUMNS]
     metric = metric or next((m for m in ("accuracy", "error") if m in num_cols), num_cols[-1])
@@ -104,6 +110,16 @@ def collect(run_dir, stage="evaluate", metric=None):
         stats = [mean_std(cell[c]) for c in num_cols]
         w.writerow(list(key) + [f"{v:.6g}" for ms in stats for v in ms] + [len(cell[num_cols[0]])])
         md.append("| " + " | ".join(list(key) + [f"{m:.4g} ± {s:.2g}" for m, s in stats]) + " |")
+    if "valid_loss" in num_cols:
+        md += ["", f"Member with the lowest valid_loss per row (chosen without the test), its {metric}:", "",
+               "| " + " | ".join(key_cols + ["member", "valid_loss", metric]) + " |",
+               "|" + "---|" * (len(key_cols) + 3)]
+        for key, recs_ in per_member.items():
+            scored = [(m, v) for m, v in recs_ if "valid_loss" in v]
+            if scored:
+                m, v = min(scored, key=lambda mv: mv[1]["valid_loss"])
+                md.append("| " + " | ".join(list(key) + [m, f"{v['valid_loss']:.4g}",
+                                                          f"{v[metric]:.4g}" if metric in v else ""]) + " |")
     atomic_write_bytes(str(run_dir / "collect.csv"), buf.getvalue().encode())
     atomic_write_bytes(str(run_dir / "collect.md"), ("\n".join(md) + "\n").encode())
 

@@ -113,14 +113,29 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    errors = {}
+    errors, losses = {}, {}
     for s in (0, 1):
         for row in list(csv.DictReader((run_dir / "evaluate" / f"seed={s}" / "results" / "qa_results.csv").read_text().splitlines()))[:2]:
             errors.setdefault(row["task"], []).append(float(row["error"]))
+            losses.setdefault(row["task"], []).append(float(row["valid_loss"]))
     got = {row["task"]: row for row in csv.DictReader((run_dir / "collect.csv").read_text().splitlines())}
     assert sorted(got) == ["1", "2"] and "seed" not in got["1"] and "ckpt" not in got["1"]
     for task, errs in errors.items():
         assert got[task]["members"] == "2" and float(got[task]["error_mean"]) == pytest.approx(sum(errs) / 2, abs=1e-4)
+    # collect.md names, per task, the seed of lowest valid loss (the first on a tie) and its error
+    md = (run_dir / "collect.md").read_text().split("Member with the lowest valid_loss")[1].splitlines()
+    head = next(ln for ln in md if ln.startswith("| model"))
+    cols = [c.strip() for c in head.strip("|").split("|")]
+    picked = {}
+    for ln in md[md.index(head) + 2:]:
+        if ln.startswith("|"):
+            cells = dict(zip(cols, (c.strip() for c in ln.strip("|").split("|"))))
+            picked[cells["task"]] = cells
+    assert sorted(picked) == ["1", "2"]
+    for task, ls in losses.items():
+        best = ls.index(min(ls))
+        assert picked[task]["member"] == f"seed={best}"
+        assert float(picked[task]["error"]) == pytest.approx(errors[task][best], abs=1e-3)
     warm = (run_dir / "warm_start" / "seed=0" / "stage.log").read_text()
     assert "encoder layers: 2 -> 4" in warm and "new (" in warm
     log = (run_dir / "train_task2" / "seed=0" / "stage.log").read_text()
