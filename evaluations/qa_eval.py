@@ -14,9 +14,11 @@ The answer is the argmax of the model's distribution at target step 0 (the answe
 error = % of questions answered wrongly.  Seeds are aggregated as mean ± std (population std
 over the seeds given).  A task is passed when its mean error < 5% (bAbI convention).
 Each row also carries the checkpoint's validation loss (``valid_loss``: fairseq's
-``extra_state["val_loss"]``, bits per target token on the held-out valid split), and where a
-model and task have two or more seeds the table adds the seed a user would keep without looking
-at the test: the lowest validation loss (ours; the paper reports the mean over seeds only).
+``extra_state["val_loss"]``, bits per target token on the held-out valid split, rounded to 3
+decimals by fairseq's logging), and where a model and task (plain rows: no ``split``, ``names``
+or ``beta``) have two or more seeds that all have one, the table adds the seed a user would keep
+without looking at the test: the lowest validation loss, ties listed (ours; the paper reports the
+mean over seeds only).
 
 Writes ``qa_results.csv`` (one row per run), ``qa_table.md`` (per model: error per task, mean
 error, tasks passed; a zero-shot table when ``split`` labels are given; the names sweep when
@@ -95,29 +97,33 @@ def _fix_beta(model, beta: str, ckpt: str) -> None:
 def valid_loss(ckpt: str) -> str:
     """The validation loss fairseq stored with ``ckpt`` (``extra_state["val_loss"]``), or "" for a
     checkpoint saved without one (e.g. a ``convert warm-start`` file)."""
-    from fairseq import checkpoint_utils
+    import torch
 
     import plugins  # noqa: F401  (checkpoint classes allowed for torch.load)
 
-    v = (checkpoint_utils.load_checkpoint_to_cpu(ckpt).get("extra_state") or {}).get("val_loss")
+    v = (torch.load(ckpt, map_location="cpu", weights_only=True).get("extra_state") or {}).get("val_loss")
     return "" if v is None else repr(float(v))
 
 
 def select_by_valid(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
-    """Per (model, task) of the plain rows (no ``split`` / ``names`` / ``beta``), with two or more
-    seeds that all have a valid loss: the row of the seed whose valid loss is lowest (the first
-    such seed in ``rows`` on a tie), plus ``seeds`` (how many were compared)."""
+    """Per (model, task, subset) of the plain rows (no ``split`` / ``names`` / ``beta``), with two
+    or more distinct seeds that all have a valid loss: the row of the seed whose valid loss is
+    lowest (the first such row in ``rows`` on a tie), plus ``seeds`` (how many distinct seeds were
+    compared) and ``tied`` (the other seeds with that same loss, comma-separated; fairseq stores
+    the loss rounded to 3 decimals, so ties happen)."""
     groups: Dict[tuple, List[Dict[str, str]]] = {}
     for r in rows:
         if not (r.get("split") or r.get("names") or r.get("beta")):
-            groups.setdefault((r["model"], r["task"]), []).append(r)
+            groups.setdefault((r["model"], r["task"], r.get("subset", "test")), []).append(r)
     picked = []
-    for key in sorted(groups, key=lambda k: (k[0], _task_key(k[1]))):
+    for key in sorted(groups, key=lambda k: (k[0], _task_key(k[1]), k[2])):
         g = groups[key]
-        if len(g) < 2 or any(not r.get("valid_loss") for r in g):
+        seeds = {r["seed"] for r in g}
+        if len(seeds) < 2 or any(not r.get("valid_loss") for r in g):
             continue
         best = min(g, key=lambda r: float(r["valid_loss"]))
-        picked.append(dict(best, seeds=str(len(g))))
+        tied = sorted({r["seed"] for r in g if float(r["valid_loss"]) == float(best["valid_loss"])} - {best["seed"]})
+        picked.append(dict(best, seeds=str(len(seeds)), tied=",".join(tied)))
     return picked
 
 
@@ -196,9 +202,10 @@ def markdown(rows: List[Dict[str, str]], label: str) -> str:
     picked = select_by_valid(rows)
     if picked:
         lines += [f"### The seed with the lowest validation loss, {label} (chosen without the test)", "",
-                  "| model | task | seed | valid loss (bits) | test error (%) | seeds compared |", "|---" * 6 + "|"]
-        lines += [f"| {r['model']} | {r['task']} | {r['seed']} | {float(r['valid_loss']):.3f} | {float(r['error']):.2f} "
-                  f"| {r['seeds']} |" for r in picked]
+                  "| model | task | subset | seed | valid loss (bits) | error (%) | seeds compared | tied with |",
+                  "|---" * 8 + "|"]
+        lines += [f"| {r['model']} | {r['task']} | {r.get('subset', 'test')} | {r['seed']} | {float(r['valid_loss']):.3f} "
+                  f"| {float(r['error']):.2f} | {r['seeds']} | {r['tied']} |" for r in picked]
         lines.append("")
     zs = [r for r in rows if r.get("split")]
     if zs:

@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 MEMBER_COLUMNS = ("seed", "ckpt")     # which array member a row came from: dropped
 LABEL_COLUMNS = ("task", "names", "beta")   # numbers that label a row: matched on, not averaged
+OPTIONAL_NUMBERS = ("valid_loss",)   # numbers that may be empty (a checkpoint saved without one): never a label
 
 
 def _is_number(text: str) -> bool:
@@ -84,16 +85,19 @@ def collect(run_dir, stage="evaluate", metric=None):
         for lineno, row in enumerate(rows[1:], 2):
             if len(row) != len(header):
                 raise UserError(f"{path}:{lineno}: {len(row)} fields, header has {len(header)}")
-            is_label = [header[i] in LABEL_COLUMNS or not _is_number(row[i]) for i in keep]
+            is_label = [header[i] in LABEL_COLUMNS or (header[i] not in OPTIONAL_NUMBERS and not _is_number(row[i]))
+                        for i in keep]
+            for i, lab in zip(keep, is_label):
+                if not lab and row[i] and not _is_number(row[i]):
+                    raise UserError(f"{path}:{lineno}: {header[i]} {row[i]!r} is not a number")
             key = tuple(row[i] for i, lab in zip(keep, is_label) if lab)
             cell = groups.setdefault(key, {})
-            for i, lab in zip(keep, is_label):
-                if not lab:
-                    cell.setdefault(header[i], []).append(float(row[i]))
-            per_member.setdefault(key, []).append(
-                (label, {header[i]: float(row[i]) for i, lab in zip(keep, is_label) if not lab}))
+            nums = {header[i]: float(row[i]) for i, lab in zip(keep, is_label) if not lab and row[i]}
+            for c, v in nums.items():
+                cell.setdefault(c, []).append(v)
+            per_member.setdefault(key, []).append((label, nums))
     num_cols = [h for h in header if any(h in g for g in groups.values())]
-    key_cols = [h for h in header if h not in num_cols and h not in MEMBER_COLUMNS]
+    key_cols = [h for h in header if h not in num_cols and h not in MEMBER_COLUMNS and h not in OPTIONAL_NUMBERS]
     metric = metric or next((m for m in ("accuracy", "error") if m in num_cols), num_cols[-1])
     if metric not in num_cols:
         raise UserError(f"--metric {metric}: not a numeric column of {header}")
@@ -107,28 +111,34 @@ def collect(run_dir, stage="evaluate", metric=None):
     md = [f"# {run_dir.name}: {stage} over {len(members)} runs ({', '.join(members)})", "",
           "| " + " | ".join(key_cols + num_cols) + " |", "|" + "---|" * (len(key_cols) + len(num_cols))]
     for key, cell in groups.items():
-        stats = [mean_std(cell[c]) for c in num_cols]
-        w.writerow(list(key) + [f"{v:.6g}" for ms in stats for v in ms] + [len(cell[num_cols[0]])])
-        md.append("| " + " | ".join(list(key) + [f"{m:.4g} ± {s:.2g}" for m, s in stats]) + " |")
+        stats = [mean_std(cell[c]) if cell.get(c) else None for c in num_cols]   # None: no member had one
+        w.writerow(list(key) + [("" if ms is None else f"{v:.6g}") for ms in stats for v in (ms or (0, 0))]
+                   + [len(per_member[key])])
+        md.append("| " + " | ".join(list(key) + ["" if ms is None else f"{ms[0]:.4g} ± {ms[1]:.2g}" for ms in stats])
+                  + " |")
     if "valid_loss" in num_cols:
         md += ["", f"Member with the lowest valid_loss per row (chosen without the test), its {metric}:", "",
                "| " + " | ".join(key_cols + ["member", "valid_loss", metric]) + " |",
                "|" + "---|" * (len(key_cols) + 3)]
         for key, recs_ in per_member.items():
-            scored = [(m, v) for m, v in recs_ if "valid_loss" in v]
-            if scored:
-                m, v = min(scored, key=lambda mv: mv[1]["valid_loss"])
-                md.append("| " + " | ".join(list(key) + [m, f"{v['valid_loss']:.4g}",
-                                                          f"{v[metric]:.4g}" if metric in v else ""]) + " |")
+            if any("valid_loss" not in v for _, v in recs_):   # a member without one: no fair pick
+                md.append("| " + " | ".join(list(key) + ["(a member has no valid_loss)", "", ""]) + " |")
+                continue
+            m, v = min(recs_, key=lambda mv: mv[1]["valid_loss"])
+            tied = [o for o, ov in recs_ if o != m and ov["valid_loss"] == v["valid_loss"]]
+            md.append("| " + " | ".join(list(key) + [m + (f" (tied with {', '.join(tied)})" if tied else ""),
+                                                      f"{v['valid_loss']:.4g}",
+                                                      f"{v[metric]:.4g}" if metric in v else ""]) + " |")
     atomic_write_bytes(str(run_dir / "collect.csv"), buf.getvalue().encode())
     atomic_write_bytes(str(run_dir / "collect.md"), ("\n".join(md) + "\n").encode())
 
     from evaluations.plotting import pyplot, save_png
 
     plt = pyplot()
-    labels = ["/".join(k) for k in groups]
-    means = [mean_std(groups[k][metric])[0] for k in groups]
-    stds = [mean_std(groups[k][metric])[1] for k in groups]
+    plotted = [k for k in groups if groups[k].get(metric)]
+    labels = ["/".join(k) for k in plotted]
+    means = [mean_std(groups[k][metric])[0] for k in plotted]
+    stds = [mean_std(groups[k][metric])[1] for k in plotted]
     fig, ax = plt.subplots(figsize=(max(4, 0.6 * len(labels) + 2), 4))
     ax.bar(range(len(labels)), means, yerr=stds, capsize=3)
     ax.set_xticks(range(len(labels)))

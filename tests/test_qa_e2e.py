@@ -37,7 +37,7 @@ def test_prepare_train_evaluate_smn(tmp_path):
     assert "bAbI-style" in out
     rows = list(csv.DictReader(open(tmp_path / "rep" / "qa_results.csv")))
     assert len(rows) == 1 and rows[0]["questions"] == "50"
-    # the checkpoint's valid loss is the best one the training log printed (3 decimals there)
+    # the checkpoint's valid loss is the best one the training log printed (both rounded to 3 decimals)
     valid = [float(l.split("| loss ")[1].split()[0]) for l in log.splitlines() if "valid on 'valid' subset" in l]
     assert valid and abs(float(rows[0]["valid_loss"]) - min(valid)) < 6e-4, (rows[0]["valid_loss"], valid)
     gen = _run([fairseq_bin("fairseq-generate"), data, "--user-dir", USER_DIR, "--task", "babi_qa",
