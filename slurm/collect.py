@@ -10,7 +10,7 @@ mean ± sample std over the members (std 0 for a single member).  Writes
 (left out: they differ across an array by design) and labels rows with the numbers ``task`` and
 ``names``, and a diagnostic's fixed ``beta`` (matched on, like text).  Its ``valid_loss``
 column (the checkpoint's validation loss) is averaged like any number, and ``collect.md`` also
-names, per row, the member whose ``valid_loss`` is lowest (the first such member on a tie) with
+names, per row, the member whose ``valid_loss`` is lowest (ties listed; no pick where a member has none) with
 its metric: the model a user would keep without looking at the test.
 """
 from __future__ import annotations
