@@ -10,7 +10,11 @@
   torch uses one intra-op thread there (the e2e tests' child processes already do:
   OMP_NUM_THREADS=1); two workers with two threads each spin against each other.
 """
+import io
 import os
+import sys
+import traceback
+import warnings
 
 import pytest
 
@@ -76,6 +80,55 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(1)
+    _guard_capture_files(config)
+
+
+class GuardedCaptureFile(io.FileIO):
+    """The file under pytest's global stdout/stderr capture (``sys.stdout`` between ``capsys``
+    uses). Three fresh-clone CI runs went red when something closed it in the middle of a test
+    on one xdist worker: "I/O operation on closed file" there, then at the setup of every later
+    test on that worker (docs/testing.md, "The capture flake"). A close from anyone but pytest's
+    capture is refused, and its stack is kept for a warning at that test's teardown."""
+
+    foreign_closes: list = []
+
+    def close(self):
+        try:
+            caller = sys._getframe(1)
+        except ValueError:              # no Python caller (interpreter shutdown)
+            caller = None
+        if caller is None or self.closed or \
+                caller.f_code.co_filename.endswith(os.path.join("_pytest", "capture.py")):
+            return super().close()
+        self.foreign_closes.append("".join(traceback.format_stack(caller)))
+
+
+def _guard_capture_files(config) -> None:
+    """Puts pytest's global fd-capture files under ``GuardedCaptureFile`` objects: the same open
+    file (a dup of its descriptor), so fd 1/2 and what was written stay as they are."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    capturing = getattr(capman, "_global_capturing", None)
+    for cap in (getattr(capturing, "out", None), getattr(capturing, "err", None)):
+        old = getattr(cap, "tmpfile", None)
+        if type(cap).__name__ != "FDCapture" or not isinstance(old, io.TextIOWrapper) or \
+                isinstance(old.buffer, GuardedCaptureFile):
+            continue                    # -s / --capture=sys, or already guarded
+        new = type(old)(GuardedCaptureFile(os.dup(old.fileno()), "rb+"), encoding="utf-8",
+                        errors="replace", newline="", write_through=True)
+        cap.tmpfile = new
+        sys_capture = getattr(cap, "syscapture", None)
+        if getattr(sys_capture, "tmpfile", None) is old:
+            sys_capture.tmpfile = new
+            if getattr(sys, sys_capture.name, None) is old:
+                setattr(sys, sys_capture.name, new)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    while GuardedCaptureFile.foreign_closes:
+        stack = GuardedCaptureFile.foreign_closes.pop(0)
+        warnings.warn(pytest.PytestWarning(f"{item.nodeid}: something closed pytest's capture file "
+                                           f"(refused by tests/conftest.py); it was closed from:\n{stack}"))
 
 
 @pytest.fixture(scope="session", autouse=True)
