@@ -11,7 +11,8 @@
 #    plateau halving with patience 3, up to T1_UPDATES (30000);
 # 3. `nesyseq convert warm-start`: the task-1 model re-indexed to task 2's dictionary (objects and
 #    take/drop verbs get fresh rows) and its encoder grown to T2_LAYERS layers (default 3; the top
-#    layer copied);
+#    layer copied); T2_RELATIVE=zero resets its relative-position table to zeros (default keep;
+#    docs/qa.md, "Which part of the start");
 # 4. task 2 from it (--finetune-from-model: fresh optimiser and schedule), up to T2_UPDATES (20000);
 # 5. `nesyseq evaluate qa`: test error of both stages -> OUT/report/qa_table.md, qa_results.csv
 #    (with more than one seed, the table also names the seed of lowest validation loss per stage).
@@ -25,6 +26,7 @@ OUT=$1; SEEDS=${2:-"0 1 2"}; DATA_SEED=${3:-0}
 NAMES=${NAMES:-10}; T1_UPDATES=${T1_UPDATES:-30000}; T2_UPDATES=${T2_UPDATES:-20000}
 TRAIN_STORIES=${TRAIN_STORIES:-10000}; TEST_STORIES=${TEST_STORIES:-1000}
 STOP_BITS=${STOP_BITS-0.008}; BUCKETS=${BUCKETS:-32}; T2_LAYERS=${T2_LAYERS:-3}
+T2_RELATIVE=${T2_RELATIVE:-keep}
 LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-3}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,9 +76,16 @@ train_until() {
 one_seed() {
   local s=$1 t1=$OUT/ck/t1_s$1 t2=$OUT/ck/t2_s$1
   train_until "$T1" "$t1" "$s" "$T1_UPDATES" "${MODEL_ARGS[@]}"
-  # the start is made again whenever task 1's checkpoint is newer than it
-  [ "$t1.to_task2.pt" -nt "$t1/checkpoint_best.pt" ] || $PY -m nesyseq_cli.main convert warm-start --checkpoint "$t1/checkpoint_best.pt" \
-      --from-data "$T1" --to-data "$T2" --encoder-layers "$T2_LAYERS" --out "$t1.to_task2.pt" > "$t1.to_task2.log"
+  # the start is made again whenever task 1's checkpoint is newer than it, or its options changed
+  # (NAME.to_task2.opts; a start from before that file is kept)
+  local opts="--encoder-layers $T2_LAYERS --relative-table $T2_RELATIVE"
+  if [ ! "$t1.to_task2.pt" -nt "$t1/checkpoint_best.pt" ] ||
+     { [ -f "$t1.to_task2.opts" ] && [ "$(cat "$t1.to_task2.opts")" != "$opts" ]; }; then
+    # shellcheck disable=SC2086  # opts: two options, word-split on purpose
+    $PY -m nesyseq_cli.main convert warm-start --checkpoint "$t1/checkpoint_best.pt" \
+        --from-data "$T1" --to-data "$T2" $opts --out "$t1.to_task2.pt" > "$t1.to_task2.log"
+    echo "$opts" > "$t1.to_task2.opts"
+  fi
   if [ ! -f "$t2.done" ] && [ -f "$t2/checkpoint_last.pt" ] && [ "$t1.to_task2.pt" -nt "$t2/checkpoint_last.pt" ]; then
     echo "qa_tp_babi_curriculum.sh: $t2 was interrupted, and its start $t1.to_task2.pt has been made again" \
          "since; move $t2 away to train it from the new start" >&2

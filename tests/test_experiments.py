@@ -106,7 +106,7 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_tp_curriculum", "--executor", "local",
                         "--run-dir", str(run_dir), "--array", "seed=0,1", "train_stories=40", "test_stories=8",
                         "num_names=4", "t1_updates=6", "t2_updates=4", "relative_buckets=6",
-                        "t2_encoder_layers=4"], cwd=REPO, env=env,
+                        "t2_encoder_layers=4", "t2_relative_table=zero"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     # nesyseq collect: one row per task over the two seeds (seed and ckpt name the member)
@@ -138,6 +138,7 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
         assert float(picked[task]["error"]) == pytest.approx(errors[task][best], abs=1e-3)
     warm = (run_dir / "warm_start" / "seed=0" / "stage.log").read_text()
     assert "encoder layers: 2 -> 4" in warm and "new (" in warm
+    assert "relative-position table zeroed" in warm
     log = (run_dir / "train_task2" / "seed=0" / "stage.log").read_text()
     assert f"Loaded checkpoint {run_dir / 'warm_start' / 'seed=0' / 'start.pt'}" in log
     assert re.search(r"num_updates 4\b", log) and not re.search(r"num_updates [5-9]\b", log)   # task 2's own count
@@ -148,6 +149,7 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     t1, start = t1_state["model"], start_state["model"]
     key = "encoder.layers.1.ff.fc1.weight"   # task 1's top layer, and the grown third and fourth
     assert all(torch.equal(start[key.replace(".1.", f".{i}.")], t1[key]) for i in (1, 2, 3))
+    assert not start["encoder.relative_bias.table.weight"].any()
     ck = torch.load(run_dir / "train_task2" / "seed=0" / "checkpoints" / "checkpoint_best.pt", weights_only=True)
     assert any(k.startswith("encoder.layers.3.") for k in ck["model"]) and ck["cfg"]["model"]["encoder_layers"] == 4
     for state in (t1_state, ck):   # relative_buckets reaches both training stages

@@ -18,7 +18,8 @@ SCRIPT = REPO / "configs" / "qa_tp_babi_curriculum.sh"
 def _run(out, **env):
     full = dict(os.environ, OMP_NUM_THREADS="1", PYTHON=sys.executable,
                 PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-                TRAIN_STORIES="40", TEST_STORIES="8", NAMES="4", BUCKETS="6", T2_LAYERS="4", **env)
+                TRAIN_STORIES="40", TEST_STORIES="8", NAMES="4", BUCKETS="6", T2_LAYERS="4", T2_RELATIVE="zero")
+    full.update(env)
     return subprocess.run(["bash", str(SCRIPT), str(out), "0", "1"], cwd=REPO, env=full, capture_output=True,
                           text=True, timeout=900)
 
@@ -35,6 +36,8 @@ def test_curriculum_script_stops_early_then_skips_and_refuses(tmp_path):
     assert (out / "ck" / "t1_s0.done").exists() and (out / "ck" / "t2_s0.done").exists()
     # T2_LAYERS reaches the warm start and task 2's training (the default is 3)
     assert "encoder layers: 2 -> 4" in (out / "ck" / "t1_s0.to_task2.log").read_text()
+    # T2_RELATIVE too (the default keeps the table)
+    assert "relative-position table zeroed" in (out / "ck" / "t1_s0.to_task2.log").read_text()
     assert "'encoder_layers': 4," in (out / "ck" / "t2_s0.log").read_text()
     assert "Loaded checkpoint" in (out / "ck" / "t2_s0.log").read_text()
     for n in ("t1_s0", "t2_s0"):   # BUCKETS reaches both stages (the default is 32)
@@ -67,3 +70,7 @@ def test_curriculum_script_stops_early_then_skips_and_refuses(tmp_path):
     (out / "ck" / "t2_s0" / "checkpoint_last.pt").unlink()
     r = _run(out, T1_UPDATES="5000", T2_UPDATES="3", STOP_BITS="100")
     assert r.returncode != 0 and f"{out / 'ck' / 't2_s0'} has a checkpoint_best.pt but no" in r.stderr
+    # the warm start's options changed: the start is made again (the stage after it is refused as above)
+    r = _run(out, T1_UPDATES="5000", T2_UPDATES="3", STOP_BITS="100", T2_RELATIVE="keep")
+    assert "relative-position table zeroed" not in (out / "ck" / "t1_s0.to_task2.log").read_text()
+    assert (out / "ck" / "t1_s0.to_task2.opts").read_text().split() == ["--encoder-layers", "4", "--relative-table", "keep"]

@@ -173,6 +173,28 @@ def test_grown_encoder_copies_its_top_layer(kind, cfg_form, tmp_path):
     assert not all(torch.equal(layers1[0].state_dict()[k], new[k]) for k in top)
 
 
+def test_relative_table_zero_resets_the_table_and_nothing_else(carried, tmp_path):
+    """--relative-table zero: the carried model is task 1's with its relative-position bias at its
+    init (all zeros): the same outputs as task 1's model with that table zeroed by hand."""
+    d1, d2, b1, b2, m1, ckpt = carried
+    key = "encoder.relative_bias.table.weight"
+    assert m1.state_dict()[key].abs().min() > 0                      # perturbed off its init
+    keep = warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "keep.pt"))
+    zero = warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "zero.pt"), relative_table="zero")
+    assert "relative_table_zeroed" not in keep and zero["relative_table_zeroed"] == [key]
+    sk, sz = (torch.load(tmp_path / f, weights_only=True)["model"] for f in ("keep.pt", "zero.pt"))
+    assert sk.keys() == sz.keys() and torch.equal(sk[key], m1.state_dict()[key])
+    assert torch.equal(sz[key], torch.zeros_like(sk[key]))
+    assert all(torch.equal(sk[k], sz[k]) for k in sk if k != key)
+    m2 = build(d2, perturb=False)
+    m2.load_state_dict(sz, strict=True)
+    with torch.no_grad():
+        m1.encoder.relative_bias.table.weight.zero_()
+    (z1, s1, _), (z2, s2, _) = outputs(m1, d1, STORIES), outputs(m2, d2, STORIES)
+    torch.testing.assert_close(z2, z1, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(s2, s1, rtol=1e-9, atol=1e-9)
+
+
 def test_bad_input_is_named(carried, tmp_path):
     d1, d2, b1, b2, m1, ckpt = carried
     with pytest.raises(UserError, match=r"dict\.src\.txt has"):   # trained on task 1, not task 2
@@ -197,6 +219,11 @@ def test_bad_input_is_named(carried, tmp_path):
         torch.save({"model": m1.state_dict(), "cfg": cfg}, other)
         with pytest.raises(UserError, match=what):
             warm_start(str(other), str(b1), str(b2), str(tmp_path / "x.pt"))
+    with pytest.raises(UserError, match="--relative-table sideways: one of keep, zero"):
+        warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "x.pt"), relative_table="sideways")
+    folnet = save_checkpoint(build(d1, "folnet"), "folnet", tmp_path / "folnet.pt")
+    with pytest.raises(UserError, match="--relative-table zero: --checkpoint .*folnet.pt has no relative-position table"):
+        warm_start(str(folnet), str(b1), str(b2), str(tmp_path / "x.pt"), relative_table="zero")
     (b2 / "dict.tgt.txt").write_text("other 1\n")
     with pytest.raises(UserError, match="--to-data .*differ"):
         warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "x.pt"))
@@ -207,7 +234,10 @@ def test_command_line(carried, tmp_path, capsys):
     d1, d2, b1, b2, m1, ckpt = carried
     out = tmp_path / "t2.pt"
     assert nesyseq(["convert", "warm-start", "--checkpoint", str(ckpt), "--from-data", str(b1),
-                    "--to-data", str(b2), "--out", str(out), "--encoder-layers", "3"]) in (0, None)
+                    "--to-data", str(b2), "--out", str(out), "--encoder-layers", "3",
+                    "--relative-table", "zero"]) in (0, None)
     text = capsys.readouterr().out
     assert f"{len(T1_WORDS)} words kept, {len(NEW)} new" in text and "encoder layers: 2 -> 3" in text
+    assert "relative-position table zeroed: encoder.relative_bias.table.weight" in text
+    assert not torch.load(out, weights_only=True)["model"]["encoder.relative_bias.table.weight"].any()
     assert out.exists()

@@ -1,7 +1,7 @@
 """A trained checkpoint as the start of a run on another dictionary (a curriculum).
 
     nesyseq convert warm-start --checkpoint T1/checkpoint_best.pt --from-data BIN1 --to-data BIN2 \\
-        --out start.pt [--encoder-layers 3] [--seed 0]
+        --out start.pt [--encoder-layers 3] [--relative-table keep|zero] [--seed 0]
 
 then ``fairseq-train BIN2 ... --finetune-from-model start.pt`` with the first run's model options
 (and ``--encoder-layers 3`` if grown): fresh optimiser, schedule and counters.  This is the
@@ -26,6 +26,12 @@ What changes in the state dict (everything else is copied as is):
   it and drew the decoder's copy of a tied embedding's new rows apart from the encoder's.)
 * **Depth.**  With ``--encoder-layers N`` above the checkpoint's, encoder layers
   L..N-1 start as copies of its top layer L-1 (depth grown by stacking).
+* **Relative-position table.**  ``--relative-table zero`` sets the table of the encoder's
+  relative-position bias (``*relative_bias.table.weight``, buckets × heads; tp_transformer with
+  ``--encoder-relative-buckets``) back to its init, 0; ``keep`` (default) copies it.  Why: task 1's
+  stories are shorter than task 2's, so the buckets of long offsets were never trained, and one
+  stuck task-1 start left task 2's second plateau only with the table zeroed (docs/qa.md, "Which
+  part of the start"; ours).
 * A weight tied across keys (the encoder's and decoder's embedding) is re-indexed once and
   stays one tensor.
 * The optimiser state, update count and data position are reset, and the model options recorded
@@ -56,6 +62,8 @@ from nesyseq_common.errors import UserError
 SUPPORTED_MODELS = ("tp_transformer", "folnet_transformer")
 VOCAB_SUFFIXES = ("embed_tokens.weight", "alpha_logit", "output_projection.weight")
 NEW_ALPHA_LOGIT = 0.0   # SymbolAlpha.alpha_logit's init (plugins/layers/symbolic_transformer.py)
+RELATIVE_TABLE_SUFFIX = "relative_bias.table.weight"   # RelativePositionBias.table (zeros at init)
+RELATIVE_TABLE_CHOICES = ("keep", "zero")
 _LAYER = re.compile(r"^(encoder\.(?:[\w]+\.)*?layers)\.(\d+)\.(.+)$")
 
 
@@ -149,9 +157,23 @@ def _set_encoder_layers(state: dict, layers: int) -> None:
             holder["encoder_layers"] = layers
 
 
+def reset_relative_table(model: Dict[str, torch.Tensor], checkpoint: str) -> List[str]:
+    """Every relative-position table of ``model`` set to zeros (its init); returns their keys."""
+    keys = [k for k in model if k.endswith(RELATIVE_TABLE_SUFFIX)]
+    if not keys:
+        raise UserError(f"--relative-table zero: --checkpoint {checkpoint} has no relative-position table "
+                        f"(*{RELATIVE_TABLE_SUFFIX}; a tp_transformer trained with --encoder-relative-buckets has one)")
+    for k in keys:
+        model[k] = torch.zeros_like(model[k])
+    return keys
+
+
 def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_layers: int = None,
-               seed: int = 0) -> Dict[str, object]:
+               seed: int = 0, relative_table: str = "keep") -> Dict[str, object]:
     import plugins.checkpoint_safety  # noqa: F401  (the classes a fairseq checkpoint holds)
+
+    if relative_table not in RELATIVE_TABLE_CHOICES:
+        raise UserError(f"--relative-table {relative_table}: one of {', '.join(RELATIVE_TABLE_CHOICES)}")
 
     if not os.path.isfile(checkpoint):
         raise UserError(f"--checkpoint {checkpoint}: no such file")
@@ -188,6 +210,8 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
         report["tensors"].append(key)
     if not report["tensors"]:
         raise UserError(f"--checkpoint {checkpoint}: no vocabulary tensor (*{', *'.join(VOCAB_SUFFIXES)})")
+    if relative_table == "zero":
+        report["relative_table_zeroed"] = reset_relative_table(model, checkpoint)
     if encoder_layers is not None:
         report["encoder_layers"] = grow_encoder(model, encoder_layers)
         _set_encoder_layers(state, encoder_layers)
@@ -203,14 +227,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="the start checkpoint to write (for --finetune-from-model)")
     parser.add_argument("--encoder-layers", type=int, metavar="N",
                         help="grow the encoder to N layers, the new ones copies of the top one")
+    parser.add_argument("--relative-table", choices=RELATIVE_TABLE_CHOICES, default="keep",
+                        help="the encoder's relative-position table: keep it (default) or zero it, its init")
     parser.add_argument("--seed", type=int, default=0, help="seed of the new words' embedding rows")
 
 
 def run(args) -> int:
-    r = warm_start(args.checkpoint, args.from_data, args.to_data, args.out, args.encoder_layers, args.seed)
+    r = warm_start(args.checkpoint, args.from_data, args.to_data, args.out, args.encoder_layers, args.seed,
+                   args.relative_table)
     print(f"{args.out}: {r['words_kept']} words kept, {len(r['words_new'])} new "
           f"({' '.join(r['words_new'][:20])}{' ...' if len(r['words_new']) > 20 else ''}); "
           f"re-indexed: {', '.join(r['tensors'])}")
     if "encoder_layers" in r:
         print(f"encoder layers: {r['encoder_layers'][0]} -> {r['encoder_layers'][1]}")
+    if "relative_table_zeroed" in r:
+        print(f"relative-position table zeroed: {', '.join(r['relative_table_zeroed'])}")
     return 0
