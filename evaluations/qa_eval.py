@@ -94,14 +94,10 @@ def _fix_beta(model, beta: str, ckpt: str) -> None:
             p.fill_(logit)
 
 
-def valid_loss(ckpt: str) -> str:
-    """The validation loss fairseq stored with ``ckpt`` (``extra_state["val_loss"]``), or "" for a
-    checkpoint saved without one (e.g. a ``convert warm-start`` file)."""
-    import torch
-
-    import plugins  # noqa: F401  (checkpoint classes allowed for torch.load)
-
-    v = (torch.load(ckpt, map_location="cpu", weights_only=True).get("extra_state") or {}).get("val_loss")
+def valid_loss(state: dict) -> str:
+    """The validation loss fairseq stored in a loaded checkpoint (``extra_state["val_loss"]``), or
+    "" for one saved without it (e.g. a ``convert warm-start`` file)."""
+    v = (state.get("extra_state") or {}).get("val_loss")
     return "" if v is None else repr(float(v))
 
 
@@ -127,10 +123,8 @@ def select_by_valid(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
     return picked
 
 
-def answers(ckpt: str, data: str, subset: str = "test", batch_size: int = 256, beta: str = None):
-    """Yield ``(task, sample, pred, gold)`` batch by batch: ``ckpt``'s argmax answer (B,) and the
-    gold answer (B,) on ``data``/``subset``; ``beta`` as in :func:`answer_error`."""
-    import torch
+def load_state(ckpt: str, data: str) -> dict:
+    """``ckpt`` read once (fairseq's loader, weights_only) with its data folder set to ``data``."""
     from fairseq import checkpoint_utils
 
     import plugins  # noqa: F401  registers the models/tasks and the checkpoint safe globals
@@ -139,7 +133,21 @@ def answers(ckpt: str, data: str, subset: str = "test", batch_size: int = 256, b
         raise UserError(f"--run ckpt={ckpt}: no such file")
     if not Path(data).is_dir():
         raise UserError(f"--run data={data}: no such directory")
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([ckpt], arg_overrides={"data": data})
+    return checkpoint_utils.load_checkpoint_to_cpu(ckpt, arg_overrides={"data": data})
+
+
+def answers(ckpt: str, data: str, subset: str = "test", batch_size: int = 256, beta: str = None,
+            state: dict = None):
+    """Yield ``(task, sample, pred, gold)`` batch by batch: ``ckpt``'s argmax answer (B,) and the
+    gold answer (B,) on ``data``/``subset``; ``beta`` as in :func:`answer_error`; ``state``: the
+    checkpoint already read by :func:`load_state` (read here otherwise)."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    if state is None:
+        state = load_state(ckpt, data)
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([ckpt], arg_overrides={"data": data},
+                                                                      state=state)
     model = models[0].eval()
     if beta is not None:
         _fix_beta(model, beta, ckpt)
@@ -154,16 +162,19 @@ def answers(ckpt: str, data: str, subset: str = "test", batch_size: int = 256, b
 
 
 def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 256,
-                 beta: str = None) -> Dict[str, float]:
-    """% wrong answers of ``ckpt`` on ``data``/``subset`` (argmax at the answer step);
-    ``beta``: evaluate with the output mixture weight fixed (a diagnostic, see the module doc)."""
+                 beta: str = None) -> Dict[str, object]:
+    """% wrong answers of ``ckpt`` on ``data``/``subset`` (argmax at the answer step), the number
+    of questions, and the checkpoint's stored validation loss (:func:`valid_loss`); ``beta``:
+    evaluate with the output mixture weight fixed (a diagnostic, see the module doc)."""
+    state = load_state(ckpt, data)
+    loss = valid_loss(state)
     wrong = total = 0
-    for _, _, pred, gold in answers(ckpt, data, subset, batch_size, beta):
+    for _, _, pred, gold in answers(ckpt, data, subset, batch_size, beta, state=state):
         wrong += int(pred.ne(gold).sum())
         total += gold.numel()
     if total == 0:
         raise UserError(f"{data}: subset {subset} is empty")
-    return {"error": 100.0 * wrong / total, "questions": total}
+    return {"error": 100.0 * wrong / total, "questions": total, "valid_loss": loss}
 
 
 def _task_key(t: str):
@@ -289,7 +300,7 @@ def run(args) -> int:
     for r in runs:
         res = answer_error(r["ckpt"], r["data"], r.get("subset", "test"), args.batch_size, r.get("beta"))
         rows.append(dict(r, subset=r.get("subset", "test"), error=f"{res['error']:.2f}",
-                         questions=str(res["questions"]), valid_loss=valid_loss(r["ckpt"])))
+                         questions=str(res["questions"]), valid_loss=res["valid_loss"]))
     paths = write_reports(rows, Path(args.out), args.label)
     print(paths["md"].read_text(), end="")
     for p in paths.values():
