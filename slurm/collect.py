@@ -63,7 +63,6 @@ def collect(run_dir, stage="evaluate", metric=None):
     recs = [r for r in load_jobs(run_dir)["jobs"] if r["stage"] == stage]
     if not recs:
         raise UserError(f"{run_dir}/jobs.json: no jobs of stage {stage!r}")
-    groups: "OrderedDict[tuple, dict]" = OrderedDict()
     header = None
     members = []
     per_member: "OrderedDict[tuple, list]" = OrderedDict()   # key -> [(member, {numeric column: value})]
@@ -91,11 +90,11 @@ def collect(run_dir, stage="evaluate", metric=None):
                 if not lab and row[i] and not _is_number(row[i]):
                     raise UserError(f"{path}:{lineno}: {header[i]} {row[i]!r} is not a number")
             key = tuple(row[i] for i, lab in zip(keep, is_label) if lab)
-            cell = groups.setdefault(key, {})
             nums = {header[i]: float(row[i]) for i, lab in zip(keep, is_label) if not lab and row[i]}
-            for c, v in nums.items():
-                cell.setdefault(c, []).append(v)
             per_member.setdefault(key, []).append((label, nums))
+    # key -> {numeric column: the values of the members that have it}
+    groups = OrderedDict((key, {c: [v[c] for _, v in recs_ if c in v] for c in {c for _, v in recs_ for c in v}})
+                         for key, recs_ in per_member.items())
     num_cols = [h for h in header if any(h in g for g in groups.values())]
     key_cols = [h for h in header if h not in num_cols and h not in MEMBER_COLUMNS and h not in OPTIONAL_NUMBERS]
     metric = metric or next((m for m in ("accuracy", "error") if m in num_cols), num_cols[-1])
