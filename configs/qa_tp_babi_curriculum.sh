@@ -11,8 +11,8 @@
 #    plateau halving with patience 3, up to T1_UPDATES (30000);
 # 3. `nesyseq convert warm-start`: the task-1 model re-indexed to task 2's dictionary (objects and
 #    take/drop verbs get fresh rows) and its encoder grown to T2_LAYERS layers (default 3; the top
-#    layer copied); T2_RELATIVE=zero resets its relative-position table to zeros (default keep;
-#    docs/qa.md, "Which part of the start");
+#    layer copied); T2_RELATIVE=zero resets its relative-position table to zeros, zero-near only
+#    the exact buckets' rows (default keep; docs/qa.md, "Which part of the start");
 # 4. task 2 from it (--finetune-from-model: fresh optimiser and schedule), up to T2_UPDATES (20000);
 # 5. `nesyseq evaluate qa`: test error of both stages -> OUT/report/qa_table.md, qa_results.csv
 #    (with more than one seed, the table also names the seed of lowest validation loss per stage).

@@ -195,6 +195,33 @@ def test_relative_table_zero_resets_the_table_and_nothing_else(carried, tmp_path
     torch.testing.assert_close(s2, s1, rtol=1e-9, atol=1e-9)
 
 
+def test_relative_table_zero_near_zeroes_the_short_offsets_only(carried, tmp_path):
+    """--relative-table zero-near: the bias the carried model adds is 0 for every offset
+    |i − t| < buckets/4 and task 1's for every longer one (read through RelativePositionBias's
+    forward, not through the table's row layout)."""
+    from plugins.layers.relative_position import RelativePositionBias
+    d1, d2, b1, b2, m1, ckpt = carried
+    key = "encoder.relative_bias.table.weight"
+    r = warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "near.pt"), relative_table="zero-near")
+    assert r["relative_table_zeroed"] == [key] and r["relative_table_rows"] == "zero-near"
+    sn = torch.load(tmp_path / "near.pt", weights_only=True)["model"]
+    sk = torch.load(ckpt, weights_only=True)["model"]
+    assert all(torch.equal(sk[k], sn[k]) for k in sn if k != key and sk[k].shape == sn[k].shape
+               and not k.endswith(("embed_tokens.weight", "alpha_logit", "output_projection.weight")))
+    old = m1.encoder.relative_bias
+    near = RelativePositionBias(old.num_buckets, old.max_distance, sn[key].shape[1]).to(sn[key].dtype)
+    near.table.weight.data.copy_(sn[key])
+    T = 3 * old.max_distance
+    with torch.no_grad():
+        b_old, b_near = old(T)[0], near(T)[0]                  # (H, T, T)
+    pos = torch.arange(T)
+    short = ((pos[None, :] - pos[:, None]).abs() < old.num_buckets // 4).expand_as(b_old)
+    assert short.any() and (~short).any()
+    assert not b_near[short].any()
+    torch.testing.assert_close(b_near[~short], b_old[~short], rtol=0, atol=0)
+    assert b_old[short].abs().min() > 0                         # so the zeros above are the option's
+
+
 def test_bad_input_is_named(carried, tmp_path):
     d1, d2, b1, b2, m1, ckpt = carried
     with pytest.raises(UserError, match=r"dict\.src\.txt has"):   # trained on task 1, not task 2
@@ -219,7 +246,7 @@ def test_bad_input_is_named(carried, tmp_path):
         torch.save({"model": m1.state_dict(), "cfg": cfg}, other)
         with pytest.raises(UserError, match=what):
             warm_start(str(other), str(b1), str(b2), str(tmp_path / "x.pt"))
-    with pytest.raises(UserError, match="--relative-table sideways: one of keep, zero"):
+    with pytest.raises(UserError, match="--relative-table sideways: one of keep, zero, zero-near"):
         warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "x.pt"), relative_table="sideways")
     folnet = save_checkpoint(build(d1, "folnet"), "folnet", tmp_path / "folnet.pt")
     with pytest.raises(UserError, match="--relative-table zero: --checkpoint .*folnet.pt has no relative-position table"):

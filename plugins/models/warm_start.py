@@ -1,7 +1,7 @@
 """A trained checkpoint as the start of a run on another dictionary (a curriculum).
 
     nesyseq convert warm-start --checkpoint T1/checkpoint_best.pt --from-data BIN1 --to-data BIN2 \\
-        --out start.pt [--encoder-layers 3] [--relative-table keep|zero] [--seed 0]
+        --out start.pt [--encoder-layers 3] [--relative-table keep|zero|zero-near] [--seed 0]
 
 then ``fairseq-train BIN2 ... --finetune-from-model start.pt`` with the first run's model options
 (and ``--encoder-layers 3`` if grown): fresh optimiser, schedule and counters.  This is the
@@ -28,10 +28,11 @@ What changes in the state dict (everything else is copied as is):
   L..N-1 start as copies of its top layer L-1 (depth grown by stacking).
 * **Relative-position table.**  ``--relative-table zero`` sets the table of the encoder's
   relative-position bias (``*relative_bias.table.weight``, buckets × heads; tp_transformer with
-  ``--encoder-relative-buckets``) back to its init, 0; ``keep`` (default) copies it.  Why: task 1's
-  stories are shorter than task 2's, so the buckets of long offsets were never trained, and one
-  stuck task-1 start left task 2's second plateau only with the table zeroed (docs/qa.md, "Which
-  part of the start"; ours).
+  ``--encoder-relative-buckets``) back to its init, 0; ``keep`` (default) copies it;
+  ``zero-near`` zeroes only the rows of the exact buckets (one per offset |i − t| < buckets/4 on
+  either side) and keeps the log-spaced ones.  Why: the stuck task-1 starts left task 2's second
+  plateau only with the table zeroed, and their tables differ from a good start's mostly in
+  strong biases 4-5 tokens away (docs/qa.md, "Which part of the start"; ours).
 * A weight tied across keys (the encoder's and decoder's embedding) is re-indexed once and
   stays one tensor.
 * The optimiser state, update count and data position are reset, and the model options recorded
@@ -63,7 +64,7 @@ SUPPORTED_MODELS = ("tp_transformer", "folnet_transformer")
 VOCAB_SUFFIXES = ("embed_tokens.weight", "alpha_logit", "output_projection.weight")
 NEW_ALPHA_LOGIT = 0.0   # SymbolAlpha.alpha_logit's init (plugins/layers/symbolic_transformer.py)
 RELATIVE_TABLE_SUFFIX = "relative_bias.table.weight"   # RelativePositionBias.table (zeros at init)
-RELATIVE_TABLE_CHOICES = ("keep", "zero")
+RELATIVE_TABLE_CHOICES = ("keep", "zero", "zero-near")
 _LAYER = re.compile(r"^(encoder\.(?:[\w]+\.)*?layers)\.(\d+)\.(.+)$")
 
 
@@ -157,14 +158,25 @@ def _set_encoder_layers(state: dict, layers: int) -> None:
             holder["encoder_layers"] = layers
 
 
-def reset_relative_table(model: Dict[str, torch.Tensor], checkpoint: str) -> List[str]:
-    """Every relative-position table of ``model`` set to zeros (its init); returns their keys."""
+def near_buckets(num_buckets: int) -> List[int]:
+    """The table rows of the exact buckets, one per offset |i − t| < num_buckets / 4 on either side
+    (plugins/layers/relative_position.py, ``relative_bucket``): rows [0, n/4) and [n/2, 3n/4)."""
+    half = num_buckets // 2
+    return [b for b in range(num_buckets) if b % half < half // 2]
+
+
+def reset_relative_table(model: Dict[str, torch.Tensor], checkpoint: str, which: str = "zero") -> List[str]:
+    """The relative-position tables of ``model`` set to zeros (their init), every row (``zero``) or
+    only the exact buckets' rows (``zero-near``: the log-spaced buckets are kept); returns their keys."""
     keys = [k for k in model if k.endswith(RELATIVE_TABLE_SUFFIX)]
     if not keys:
-        raise UserError(f"--relative-table zero: --checkpoint {checkpoint} has no relative-position table "
+        raise UserError(f"--relative-table {which}: --checkpoint {checkpoint} has no relative-position table "
                         f"(*{RELATIVE_TABLE_SUFFIX}; a tp_transformer trained with --encoder-relative-buckets has one)")
     for k in keys:
-        model[k] = torch.zeros_like(model[k])
+        table = model[k].clone()                  # (buckets, heads)
+        rows = near_buckets(table.shape[0]) if which == "zero-near" else list(range(table.shape[0]))
+        table[rows] = 0
+        model[k] = table
     return keys
 
 
@@ -210,8 +222,9 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
         report["tensors"].append(key)
     if not report["tensors"]:
         raise UserError(f"--checkpoint {checkpoint}: no vocabulary tensor (*{', *'.join(VOCAB_SUFFIXES)})")
-    if relative_table == "zero":
-        report["relative_table_zeroed"] = reset_relative_table(model, checkpoint)
+    if relative_table != "keep":
+        report["relative_table_zeroed"] = reset_relative_table(model, checkpoint, relative_table)
+        report["relative_table_rows"] = relative_table
     if encoder_layers is not None:
         report["encoder_layers"] = grow_encoder(model, encoder_layers)
         _set_encoder_layers(state, encoder_layers)
@@ -228,7 +241,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoder-layers", type=int, metavar="N",
                         help="grow the encoder to N layers, the new ones copies of the top one")
     parser.add_argument("--relative-table", choices=RELATIVE_TABLE_CHOICES, default="keep",
-                        help="the encoder's relative-position table: keep it (default) or zero it, its init")
+                        help="the encoder's relative-position table: keep it (default), zero it (its init), or "
+                             "zero-near: zero only the exact buckets (offsets below buckets/4), keep the log-spaced ones")
     parser.add_argument("--seed", type=int, default=0, help="seed of the new words' embedding rows")
 
 
@@ -241,5 +255,6 @@ def run(args) -> int:
     if "encoder_layers" in r:
         print(f"encoder layers: {r['encoder_layers'][0]} -> {r['encoder_layers'][1]}")
     if "relative_table_zeroed" in r:
-        print(f"relative-position table zeroed: {', '.join(r['relative_table_zeroed'])}")
+        rows = " (exact buckets only)" if r["relative_table_rows"] == "zero-near" else ""
+        print(f"relative-position table zeroed{rows}: {', '.join(r['relative_table_zeroed'])}")
     return 0
