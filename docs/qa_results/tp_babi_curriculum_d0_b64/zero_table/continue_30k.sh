@@ -18,7 +18,7 @@ export OMP_NUM_THREADS=1
 # shellcheck source=configs/qa_train.sh
 source "$HERE/configs/qa_train.sh"
 mkdir -p "$OUT/ck"
-ln -s "$FIRST/data" "$OUT/data"
+[ -e "$OUT/data" ] || ln -s "$FIRST/data" "$OUT/data"   # called again: resumes (qa_train)
 for s in $SEEDS; do
   qa_train "$OUT/data/bin/task2" "$OUT/ck/t2_s$s" "$s" 30000 --arch tp_transformer_tiny --symbolic-embeddings \
       --symbolic-output --encoder-relative-buckets 64 --dropout 0.1 --encoder-layers 3 \
