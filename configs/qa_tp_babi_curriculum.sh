@@ -13,7 +13,11 @@
 #    take/drop verbs get fresh rows) and its encoder grown to T2_LAYERS layers (default 3; the top
 #    layer copied); T2_RELATIVE=zero resets its relative-position table to zeros, zero-near only
 #    the exact buckets' rows (default keep; docs/qa.md, "Which part of the start");
-# 4. task 2 from it (--finetune-from-model: fresh optimiser and schedule), up to T2_UPDATES (20000);
+# 4. task 2 from it (--finetune-from-model: fresh optimiser and schedule), up to T2_UPDATES (20000).
+#    T2_RELATIVE may list tables, e.g. "keep zero": then each seed trains task 2 once per table, at
+#    once (ck/t2_sS_REL from ck/t1_sS.to_task2_REL.pt), and ck/t2_sS links to the run whose
+#    checkpoint_best has the lowest valid loss (the first listed on a tie; ck/t2_sS.choice says
+#    which, with each run's loss); the report has the chosen run and each table's run;
 # 5. `nesyseq evaluate qa`: test error of both stages -> OUT/report/qa_table.md, qa_results.csv
 #    (with more than one seed, the table also names the seed of lowest validation loss per stage).
 # Each training stage also stops once a saved checkpoint's valid loss is <= STOP_BITS bits per
@@ -27,6 +31,15 @@ NAMES=${NAMES:-10}; T1_UPDATES=${T1_UPDATES:-30000}; T2_UPDATES=${T2_UPDATES:-20
 TRAIN_STORIES=${TRAIN_STORIES:-10000}; TEST_STORIES=${TEST_STORIES:-1000}
 STOP_BITS=${STOP_BITS-0.008}; BUCKETS=${BUCKETS:-32}; T2_LAYERS=${T2_LAYERS:-3}
 T2_RELATIVE=${T2_RELATIVE:-keep}
+read -r -a ARMS <<< "$T2_RELATIVE"
+for rel in "${ARMS[@]}"; do
+  case $rel in keep|zero|zero-near) ;;
+    *) echo "qa_tp_babi_curriculum.sh: T2_RELATIVE=\"$T2_RELATIVE\": $rel is not keep, zero or zero-near" >&2; exit 2 ;;
+  esac
+done
+[ "${#ARMS[@]}" -ge 1 ] || { echo "qa_tp_babi_curriculum.sh: T2_RELATIVE is empty" >&2; exit 2; }
+[ "$(printf '%s\n' "${ARMS[@]}" | sort -u | wc -l)" = "${#ARMS[@]}" ] ||
+  { echo "qa_tp_babi_curriculum.sh: T2_RELATIVE=\"$T2_RELATIVE\" names a table twice" >&2; exit 2; }
 LR=${LR:-0.001}; LR_PATIENCE=${LR_PATIENCE:-3}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -73,26 +86,59 @@ train_until() {
   touch "$ck.done"
 }
 
-one_seed() {
-  local s=$1 t1=$OUT/ck/t1_s$1 t2=$OUT/ck/t2_s$1
-  train_until "$T1" "$t1" "$s" "$T1_UPDATES" "${MODEL_ARGS[@]}"
+# best_score CK: the lowest valid loss among CK's saved checkpoints (fairseq's "Saved checkpoint ...
+# score S" lines in CK.log), i.e. checkpoint_best.pt's
+best_score() {
+  sed -n 's/.*Saved checkpoint.*score \([0-9.]*\)).*/\1/p' "$1.log" | sort -g | head -1
+}
+
+# task2_arm SEED T1 T2 START REL: the warm start with --relative-table REL, then task 2 from it
+task2_arm() {
+  local s=$1 t1=$2 t2=$3 start=$4 rel=$5
   # the start is made again whenever task 1's checkpoint is newer than it, or its options changed
-  # (NAME.to_task2.opts; a start from before that file is kept)
-  local opts="--encoder-layers $T2_LAYERS --relative-table $T2_RELATIVE"
-  if [ ! "$t1.to_task2.pt" -nt "$t1/checkpoint_best.pt" ] ||
-     { [ -f "$t1.to_task2.opts" ] && [ "$(cat "$t1.to_task2.opts")" != "$opts" ]; }; then
-    # shellcheck disable=SC2086  # opts: two options, word-split on purpose
+  # (START.opts, i.e. NAME.to_task2.opts; a start from before that file is kept)
+  local opts="--encoder-layers $T2_LAYERS --relative-table $rel" optf=${start%.pt}.opts logf=${start%.pt}.log
+  if [ ! "$start" -nt "$t1/checkpoint_best.pt" ] || { [ -f "$optf" ] && [ "$(cat "$optf")" != "$opts" ]; }; then
+    # shellcheck disable=SC2086  # opts: four words, split on purpose
     $PY -m nesyseq_cli.main convert warm-start --checkpoint "$t1/checkpoint_best.pt" \
-        --from-data "$T1" --to-data "$T2" $opts --out "$t1.to_task2.pt" > "$t1.to_task2.log"
-    echo "$opts" > "$t1.to_task2.opts"
+        --from-data "$T1" --to-data "$T2" $opts --out "$start" > "$logf"
+    echo "$opts" > "$optf"
   fi
-  if [ ! -f "$t2.done" ] && [ -f "$t2/checkpoint_last.pt" ] && [ "$t1.to_task2.pt" -nt "$t2/checkpoint_last.pt" ]; then
-    echo "qa_tp_babi_curriculum.sh: $t2 was interrupted, and its start $t1.to_task2.pt has been made again" \
+  if [ ! -f "$t2.done" ] && [ -f "$t2/checkpoint_last.pt" ] && [ "$start" -nt "$t2/checkpoint_last.pt" ]; then
+    echo "qa_tp_babi_curriculum.sh: $t2 was interrupted, and its start $start has been made again" \
          "since; move $t2 away to train it from the new start" >&2
     return 1
   fi
   train_until "$T2" "$t2" "$s" "$T2_UPDATES" "${MODEL_ARGS[@]}" --encoder-layers "$T2_LAYERS" \
-      --finetune-from-model "$t1.to_task2.pt"
+      --finetune-from-model "$start"
+}
+
+one_seed() {
+  local s=$1 t1=$OUT/ck/t1_s$1 t2=$OUT/ck/t2_s$1
+  train_until "$T1" "$t1" "$s" "$T1_UPDATES" "${MODEL_ARGS[@]}"
+  if [ "${#ARMS[@]}" = 1 ]; then
+    task2_arm "$s" "$t1" "$t2" "$t1.to_task2.pt" "${ARMS[0]}"
+    return
+  fi
+  # several tables: one task-2 run per table (t2_sS_REL, from t1_sS.to_task2_REL.pt), at once;
+  # t2_sS (and its .log) then link to the run of lowest best valid loss, the first on a tie
+  if [ -e "$t2" ] && [ ! -L "$t2" ]; then
+    echo "qa_tp_babi_curriculum.sh: $t2 is a run of one table, not a link to the chosen one; use a new OUT" >&2
+    return 1
+  fi
+  local rel pids=() fail=0 best="" best_rel="" sc
+  for rel in "${ARMS[@]}"; do task2_arm "$s" "$t1" "${t2}_$rel" "$t1.to_task2_$rel.pt" "$rel" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || fail=1; done
+  [ "$fail" = 0 ] || return 1
+  for rel in "${ARMS[@]}"; do
+    sc=$(best_score "${t2}_$rel")
+    [ -n "$sc" ] || { echo "qa_tp_babi_curriculum.sh: ${t2}_$rel.log has no saved checkpoint" >&2; return 1; }
+    if [ -z "$best" ] || awk -v a="$sc" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$sc best_rel=$rel; fi
+  done
+  ln -sfn "t2_s${s}_$best_rel" "$t2"
+  ln -sfn "t2_s${s}_$best_rel.log" "$t2.log"
+  for rel in "${ARMS[@]}"; do echo "$rel $(best_score "${t2}_$rel")"; done > "$t2.choice"
+  echo "chosen: $best_rel" >> "$t2.choice"
 }
 
 PIDS=()
@@ -104,5 +150,10 @@ RUNS=()
 for s in $SEEDS; do
   RUNS+=(--run "model=tp_transformer_tiny_sym,task=1,seed=$s,ckpt=$OUT/ck/t1_s$s/checkpoint_best.pt,data=$T1")
   RUNS+=(--run "model=tp_transformer_tiny_sym,task=2,seed=$s,ckpt=$OUT/ck/t2_s$s/checkpoint_best.pt,data=$T2")
+  if [ "${#ARMS[@]}" -gt 1 ]; then   # each table's run as well, beside the chosen one
+    for rel in "${ARMS[@]}"; do
+      RUNS+=(--run "model=tp_transformer_tiny_sym_$rel,task=2,seed=$s,ckpt=$OUT/ck/t2_s${s}_$rel/checkpoint_best.pt,data=$T2")
+    done
+  fi
 done
 $PY -m nesyseq_cli.main evaluate qa --out "$OUT/report" --label "bAbI-style, data seed $DATA_SEED" "${RUNS[@]}"

@@ -3,6 +3,7 @@
 with T2_LAYERS encoder layers, a second
 call skips the finished stages, a finished stage that lost its .done marker gets it back without
 training, and one without a checkpoint_last.pt (an older qa_train's) is refused rather than used."""
+import csv
 import os
 import re
 import subprocess
@@ -74,3 +75,43 @@ def test_curriculum_script_stops_early_then_skips_and_refuses(tmp_path):
     r = _run(out, T1_UPDATES="5000", T2_UPDATES="3", STOP_BITS="100", T2_RELATIVE="keep")
     assert "relative-position table zeroed" not in (out / "ck" / "t1_s0.to_task2.log").read_text()
     assert (out / "ck" / "t1_s0.to_task2.opts").read_text().split() == ["--encoder-layers", "4", "--relative-table", "keep"]
+
+
+def _best_score(log):
+    """checkpoint_best's valid loss, read independently of the script: the lowest score of fairseq's
+    "Saved checkpoint ... (epoch E @ U updates, score S)" lines."""
+    return min(float(x) for x in re.findall(r"Saved checkpoint .*score ([0-9.]+)\)", log.read_text()))
+
+
+@pytest.mark.slow  # generate, task 1, two warm starts, two task-2 runs, the evaluation
+def test_curriculum_script_two_tables_keeps_the_run_of_lower_valid_loss(tmp_path):
+    out = tmp_path / "c"
+    # a bad list is refused before any work, naming the option
+    for bad, msg in (("keep zeros", "zeros is not keep, zero or zero-near"), ("zero keep zero", "names a table twice")):
+        r = _run(out, T2_RELATIVE=bad)
+        assert r.returncode == 2 and f'T2_RELATIVE="{bad}"' in r.stderr and msg in r.stderr, r.stderr
+        assert not out.exists()
+    # enough task 1 (60 updates at lr 1e-2) for its relative table to matter at the warm start
+    r = _run(out, TRAIN_STORIES="200", T1_UPDATES="60", T2_UPDATES="24", LR="0.01", STOP_BITS="",
+             T2_RELATIVE="keep zero")
+    assert r.returncode == 0, r.stderr[-3000:]
+    ck = out / "ck"
+    assert "relative-position table zeroed" in (ck / "t1_s0.to_task2_zero.log").read_text()
+    assert "relative-position table zeroed" not in (ck / "t1_s0.to_task2_keep.log").read_text()
+    for rel in ("keep", "zero"):
+        assert (ck / f"t2_s0_{rel}.done").exists()
+        assert f"--finetune-from-model', '{ck / f't1_s0.to_task2_{rel}.pt'}'" in (ck / f"t2_s0_{rel}.log").read_text() \
+            or f"'finetune_from_model': '{ck / f't1_s0.to_task2_{rel}.pt'}'" in (ck / f"t2_s0_{rel}.log").read_text()
+    scores = {rel: _best_score(ck / f"t2_s0_{rel}.log") for rel in ("keep", "zero")}
+    assert scores["keep"] != scores["zero"], scores   # otherwise this test could not tell the choice
+    chosen = min(scores, key=scores.get)
+    assert os.readlink(ck / "t2_s0") == f"t2_s0_{chosen}" and os.readlink(ck / "t2_s0.log") == f"t2_s0_{chosen}.log"
+    assert (ck / "t2_s0.choice").read_text().split("\n")[-2] == f"chosen: {chosen}"
+    # the report: task 2 of the chosen run under the plain name, and each table's run beside it
+    rows = {(row["model"], row["task"]): row
+            for row in csv.DictReader((out / "report" / "qa_results.csv").read_text().splitlines())}
+    assert set(rows) == {("tp_transformer_tiny_sym", "1"), ("tp_transformer_tiny_sym", "2"),
+                         ("tp_transformer_tiny_sym_keep", "2"), ("tp_transformer_tiny_sym_zero", "2")}
+    assert rows[("tp_transformer_tiny_sym", "2")]["error"] == rows[(f"tp_transformer_tiny_sym_{chosen}", "2")]["error"]
+    for rel in ("keep", "zero"):
+        assert float(rows[(f"tp_transformer_tiny_sym_{rel}", "2")]["valid_loss"]) == pytest.approx(scores[rel], abs=1e-3)
