@@ -115,3 +115,19 @@ def test_curriculum_script_two_tables_keeps_the_run_of_lower_valid_loss(tmp_path
     assert rows[("tp_transformer_tiny_sym", "2")]["error"] == rows[(f"tp_transformer_tiny_sym_{chosen}", "2")]["error"]
     for rel in ("keep", "zero"):
         assert float(rows[(f"tp_transformer_tiny_sym_{rel}", "2")]["valid_loss"]) == pytest.approx(scores[rel], abs=1e-3)
+
+
+@pytest.mark.slow  # generate (tiny), then the refusal; no training
+def test_curriculum_script_two_tables_refuses_a_folder_of_one_table(tmp_path):
+    """OUT/ck/t2_s0 from an earlier one-table call is a run, not a link: with a list of tables it is
+    refused with its name (never replaced by a link, never written into)."""
+    out = tmp_path / "c"
+    ck = out / "ck"
+    (ck / "t1_s0").mkdir(parents=True)
+    (ck / "t1_s0.done").touch()                        # task 1 counts as finished
+    (ck / "t2_s0").mkdir()
+    (ck / "t2_s0" / "checkpoint_best.pt").write_bytes(b"an earlier one-table run")
+    r = _run(out, T2_RELATIVE="keep zero")
+    assert r.returncode == 1 and f"{ck / 't2_s0'} is a run of one table" in r.stderr, r.stderr[-2000:]
+    assert not (ck / "t2_s0").is_symlink() and sorted(p.name for p in (ck / "t2_s0").iterdir()) == ["checkpoint_best.pt"]
+    assert not list(ck.glob("t2_s0_*")) and not list(ck.glob("t1_s0.to_task2*"))
