@@ -57,6 +57,12 @@ fi
 T1=$data/bin/task1 T2=$data/bin/task2
 mkdir -p "$OUT/ck"
 
+# saved_scores CK: the valid loss of each checkpoint fairseq saved, one per line, from its
+# "Saved checkpoint ... score S)" lines in CK.log
+saved_scores() {
+  sed -n 's/.*Saved checkpoint.*score \([0-9.]*\)).*/\1/p' "$1.log"
+}
+
 # train_until DATA CK SEED MAXUP [options...]: qa_train, stopped once a saved checkpoint's valid
 # loss is <= STOP_BITS (read from fairseq's "Saved checkpoint ... score S" lines in CK.log)
 # (fairseq rounds the logged score to 3 decimals). NAME.done marks a finished stage.
@@ -72,8 +78,7 @@ train_until() {
   local pid=$! stopped=0
   while [ -n "$STOP_BITS" ] && kill -0 "$pid" 2>/dev/null; do
     sleep 10
-    if [ -f "$ck.log" ] && sed -n 's/.*Saved checkpoint.*score \([0-9.]*\)).*/\1/p' "$ck.log" |
-        awk -v s="$STOP_BITS" '$1 <= s { f = 1 } END { exit !f }'; then
+    if [ -f "$ck.log" ] && saved_scores "$ck" | awk -v s="$STOP_BITS" '$1 <= s { f = 1 } END { exit !f }'; then
       if pkill -TERM -P "$pid"; then
         stopped=1
         echo "qa_tp_babi_curriculum.sh: stopped, valid loss <= $STOP_BITS bits" >> "$ck.log"
@@ -86,10 +91,9 @@ train_until() {
   touch "$ck.done"
 }
 
-# best_score CK: the lowest valid loss among CK's saved checkpoints (fairseq's "Saved checkpoint ...
-# score S" lines in CK.log), i.e. checkpoint_best.pt's
+# best_score CK: the lowest valid loss among CK's saved checkpoints, i.e. checkpoint_best.pt's
 best_score() {
-  sed -n 's/.*Saved checkpoint.*score \([0-9.]*\)).*/\1/p' "$1.log" | sort -g | head -1
+  saved_scores "$1" | sort -g | head -1
 }
 
 # task2_arm SEED T1 T2 START REL: the warm start with --relative-table REL, then task 2 from it
@@ -126,19 +130,19 @@ one_seed() {
     echo "qa_tp_babi_curriculum.sh: $t2 is a run of one table, not a link to the chosen one; use a new OUT" >&2
     return 1
   fi
-  local rel pids=() fail=0 best="" best_rel="" sc
+  local rel pids=() fail=0 best="" best_rel="" sc scores=""
   for rel in "${ARMS[@]}"; do task2_arm "$s" "$t1" "${t2}_$rel" "$t1.to_task2_$rel.pt" "$rel" & pids+=($!); done
   for p in "${pids[@]}"; do wait "$p" || fail=1; done
   [ "$fail" = 0 ] || return 1
   for rel in "${ARMS[@]}"; do
     sc=$(best_score "${t2}_$rel")
     [ -n "$sc" ] || { echo "qa_tp_babi_curriculum.sh: ${t2}_$rel.log has no saved checkpoint" >&2; return 1; }
+    scores+="$rel $sc"$'\n'
     if [ -z "$best" ] || awk -v a="$sc" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$sc best_rel=$rel; fi
   done
   ln -sfn "t2_s${s}_$best_rel" "$t2"
   ln -sfn "t2_s${s}_$best_rel.log" "$t2.log"
-  for rel in "${ARMS[@]}"; do echo "$rel $(best_score "${t2}_$rel")"; done > "$t2.choice"
-  echo "chosen: $best_rel" >> "$t2.choice"
+  printf '%schosen: %s\n' "$scores" "$best_rel" > "$t2.choice"
 }
 
 PIDS=()
