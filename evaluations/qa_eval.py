@@ -20,6 +20,14 @@ or ``beta``) have two or more seeds that all have one, the table adds the seed a
 without looking at the test: the lowest validation loss, ties listed (ours; the paper reports the
 mean over seeds only).
 
+A ``--run`` with ``arms=V1 V2 ...`` (space-separated) and ``{arm}`` in its ``ckpt`` is one
+checkpoint per arm (``{arm}`` replaced by each value; the launch config's task-2 stage trained
+from both relative-position tables, ``t2_relative_table=keep zero``): each arm gets a row of its
+own, model ``MODEL_V``, and the row ``MODEL`` is the arm whose checkpoint has the lowest
+validation loss (the first listed on a tie), the choice made without the test (ours; the same
+rule as ``configs/qa_tp_babi_curriculum.sh`` with ``T2_RELATIVE="keep zero"``).  With one value
+it is a plain run.
+
 Writes ``qa_results.csv`` (one row per run), ``qa_table.md`` (per model: error per task, mean
 error, tasks passed; a zero-shot table when ``split`` labels are given; the names sweep when
 ``names`` labels are given), ``qa_errors.png`` and, with ``names``, ``qa_names_curve.png``.
@@ -46,7 +54,8 @@ REQUIRED = ("model", "task", "seed", "ckpt", "data")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", action="append", metavar="K=V,...",
-                        help="one checkpoint: model=,task=,seed=,ckpt=,data=[,names=][,split=][,subset=][,beta=]")
+                        help="one checkpoint: model=,task=,seed=,ckpt=,data=[,names=][,split=][,subset=][,beta=]; "
+                        "arms=\"V1 V2\" with {arm} in ckpt=: one per arm, and the lowest valid loss kept")
     parser.add_argument("--out", metavar="DIR", help="report directory (required with --run)")
     parser.add_argument("--label", default="bAbI-style", help="data label used in titles (bAbI / bAbI-style)")
     parser.add_argument("--batch-size", type=int, default=256, help="questions per forward pass")
@@ -70,7 +79,40 @@ def parse_run(text: str) -> Dict[str, str]:
     missing = [k for k in REQUIRED if k not in run]
     if missing:
         raise UserError(f"--run {text!r}: missing {', '.join(missing)}")
+    if "arms" in run:
+        arms = run["arms"].split()
+        if not arms or len(set(arms)) != len(arms):
+            raise UserError(f"--run {text!r}: arms={run['arms']!r}: expected distinct space-separated values")
+        if "{arm}" not in run["ckpt"]:
+            raise UserError(f"--run {text!r}: arms= needs {{arm}} in ckpt= (where each arm's checkpoint is)")
+    elif "{arm}" in run["ckpt"]:
+        raise UserError(f"--run {text!r}: ckpt= has {{arm}} but no arms= lists the values")
     return run
+
+
+def expand_arms(run: Dict[str, str]) -> List[Dict[str, str]]:
+    """The runs of one ``--run``: itself, or one per value of ``arms=`` (``{arm}`` in ``ckpt``
+    replaced; with two or more, model ``MODEL_V`` and key ``arm`` = V)."""
+    if "arms" not in run:
+        return [run]
+    base = {k: v for k, v in run.items() if k != "arms"}
+    arms = run["arms"].split()
+    if len(arms) == 1:
+        return [dict(base, ckpt=base["ckpt"].replace("{arm}", arms[0]))]
+    return [dict(base, model=f"{base['model']}_{a}", ckpt=base["ckpt"].replace("{arm}", a), arm=a) for a in arms]
+
+
+def choose_arm(run: Dict[str, str], arm_rows: List[Dict[str, str]]) -> Dict[str, str]:
+    """The row ``run['model']`` of a ``--run`` with two or more arms: a copy of the evaluated arm
+    row whose ``valid_loss`` is lowest (the first on a tie), with ``arm_losses`` for the report."""
+    missing = [r["ckpt"] for r in arm_rows if not r.get("valid_loss")]
+    if missing:
+        raise UserError(f"--run model={run['model']},arms={run['arms']}: {missing[0]} has no validation loss "
+                        f"(extra_state val_loss), so no arm can be chosen without the test")
+    best = min(arm_rows, key=lambda r: float(r["valid_loss"]))   # min keeps the first of equals
+    losses = ", ".join(f"{r['arm']} {float(r['valid_loss']):.3f}" for r in arm_rows)
+    return dict({k: v for k, v in best.items() if k != "arm"}, model=run["model"], chosen_arm=best["arm"],
+                arm_losses=losses)
 
 
 def _fix_beta(model, beta: str, ckpt: str) -> None:
@@ -218,6 +260,13 @@ def markdown(rows: List[Dict[str, str]], label: str) -> str:
         lines += [f"| {r['model']} | {r['task']} | {r.get('subset', 'test')} | {r['seed']} | {float(r['valid_loss']):.3f} "
                   f"| {float(r['error']):.2f} | {r['seeds']} | {r['tied']} |" for r in picked]
         lines.append("")
+    chosen = [r for r in rows if r.get("chosen_arm")]
+    if chosen:
+        lines += [f"### The arm with the lowest validation loss, {label} (chosen without the test)", "",
+                  "| model | task | subset | seed | chosen | valid loss per arm (bits) | error (%) |", "|---" * 7 + "|"]
+        lines += [f"| {r['model']} | {r['task']} | {r.get('subset', 'test')} | {r['seed']} | {r['chosen_arm']} "
+                  f"| {r['arm_losses']} | {float(r['error']):.2f} |" for r in chosen]
+        lines.append("")
     zs = [r for r in rows if r.get("split")]
     if zs:
         agg = aggregate(zs, ("split", "task", "model"))
@@ -297,10 +346,15 @@ def run(args) -> int:
         raise UserError("evaluate qa needs --run ... --out DIR, or --checkpoint CKPT --babi-file FILE")
     runs = [parse_run(t) for t in args.run]
     rows = []
-    for r in runs:
-        res = answer_error(r["ckpt"], r["data"], r.get("subset", "test"), args.batch_size, r.get("beta"))
-        rows.append(dict(r, subset=r.get("subset", "test"), error=f"{res['error']:.2f}",
-                         questions=str(res["questions"]), valid_loss=res["valid_loss"]))
+    for run_ in runs:
+        evaluated = []
+        for r in expand_arms(run_):
+            res = answer_error(r["ckpt"], r["data"], r.get("subset", "test"), args.batch_size, r.get("beta"))
+            evaluated.append(dict(r, subset=r.get("subset", "test"), error=f"{res['error']:.2f}",
+                                  questions=str(res["questions"]), valid_loss=res["valid_loss"]))
+        if len(evaluated) > 1:
+            rows.append(choose_arm(run_, evaluated))
+        rows += evaluated
     paths = write_reports(rows, Path(args.out), args.label)
     print(paths["md"].read_text(), end="")
     for p in paths.values():

@@ -9,10 +9,18 @@ The yaml (see configs/experiments/math.yaml) holds free parameters plus::
         outputs: ["${job_dir}/checkpoints/checkpoint_last.pt"]   # all exist + DONE marker => skipped
         array: true          # one job per --array value (default true; prepare sets false)
         checkpointable: true # requeued on USR2, resumes from checkpoint_last.pt
+        arms: t2_relative_table  # optional: one job per whitespace-separated value of this key
 
 Interpolations available besides the yaml's own keys: ``run_dir`` (absolute),
 ``job_dir`` (this job's absolute folder), ``array_suffix`` (``/seed=2`` or ``""``),
-``user_dir`` and ``repo`` (this checkout).  Commands are argv lists, never shell
+``arm_suffix`` (``/t2_relative_table=zero`` in an armed stage, else ``""``),
+``user_dir`` and ``repo`` (this checkout).
+
+``arms: KEY`` runs a stage once per value listed in KEY (``t2_relative_table: keep zero``),
+for each ``--array`` member, all in the stage's one job array: the member's folder gets a
+subfolder ``KEY=VALUE`` and KEY reads as that one value inside the job.  An armed stage reads an
+armed stage before it through ``${array_suffix}${arm_suffix}``; a later stage without arms sees
+KEY's whole list (``nesyseq evaluate qa``'s ``arms=`` and ``{arm}`` in ``ckpt=`` read every arm).  Commands are argv lists, never shell
 strings: every value reaches the program as one argument, whatever it contains.
 """
 from __future__ import annotations
@@ -28,7 +36,7 @@ from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = REPO / "configs" / "experiments"
-META_KEYS = ("run_dir", "job_dir", "array_suffix", "user_dir", "repo")
+META_KEYS = ("run_dir", "job_dir", "array_suffix", "arm_suffix", "user_dir", "repo")
 
 
 @dataclass
@@ -107,7 +115,6 @@ def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[s
     distributed keys, slurm/launcher.py): they replace the yaml's defaults, only for keys the
     yaml has, and the user's KEY=VALUE overrides win over them."""
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
     base, path = load_experiment(name)
     try:
@@ -130,35 +137,71 @@ def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[s
         if not sname:
             raise UserError(f"{path}: a stage without a name")
         per_array = bool(stage_cfg.get("array", True))
+        arm_key = stage_cfg.get("arms")
+        if arm_key is not None and (not isinstance(arm_key, str) or arm_key not in list(base.keys())):
+            raise UserError(f"{path}: stage {sname}: arms: {arm_key!r} is not a key of the experiment")
         jobs = []
         for value in (values if per_array else [None]):
             suffix = _array_suffix(value) if per_array else ""
-            folder = run_dir / sname / suffix.lstrip("/") if suffix else run_dir / sname
-            launcher_values = {k: v for k, v in (derived(folder) if derived else {}).items() if k in base}
-            cfg = OmegaConf.merge(base, OmegaConf.create(launcher_values), over,
-                                  OmegaConf.from_dotlist([f"{k}={v}" for k, v in (value or {}).items()]))
-            cfg.run_dir = str(run_dir)
-            cfg.job_dir = str(folder)
-            cfg.array_suffix = _array_suffix(value)
-            cfg.user_dir = str(USER_DIR)
-            cfg.repo = str(REPO)
-            idx = [s.name for s in base.stages].index(sname)
-            try:
-                stage = OmegaConf.to_container(cfg.stages[idx], resolve=True)
-                resolved = OmegaConf.to_container(cfg, resolve=True)
-            except OmegaConfBaseException as exc:
-                raise UserError(f"{path}: stage {sname}: {exc}".splitlines()[0]) from None
-            resolved.pop("stages")
-            resolved["stage"] = stage
-            argv = [str(a) for a in stage.get("argv") or [] if str(a) != ""]  # "" drops an optional flag
-            if not argv:
-                raise UserError(f"{path}: stage {sname} has no argv")
-            jobs.append(Job(stage=sname, folder=folder, argv=_resolve_argv(argv),
-                            outputs=[Path(p) for p in stage.get("outputs") or []],
-                            checkpointable=bool(stage.get("checkpointable", False)),
-                            config=resolved, array_value=value if per_array else None))
+            member = OmegaConf.from_dotlist([f"{k}={v}" for k, v in (value or {}).items()])
+            for arm in (_arm_values(path, sname, arm_key, OmegaConf.merge(base, over, member))
+                        if arm_key else [None]):
+                arm_suffix = _array_suffix({arm_key: arm}) if arm_key else ""
+                folder = run_dir / sname / (suffix + arm_suffix).lstrip("/") if suffix + arm_suffix else run_dir / sname
+                jobs.append(_job(base, path, sname, over, member, value if per_array else None,
+                                 arm_key, arm, arm_suffix, folder, run_dir, derived))
         plan.stages.append(jobs)
     return plan
+
+
+def _arm_values(path: Path, sname: str, key: str, cfg) -> List[str]:
+    """The values an armed stage runs over: ``cfg[key]`` split on whitespace, at least one, none twice."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        raw = "" if cfg[key] is None else str(cfg[key])
+    except OmegaConfBaseException as exc:
+        raise UserError(f"{path}: stage {sname}: arms: {exc}".splitlines()[0]) from None
+    arms = raw.split()
+    if not arms:
+        raise UserError(f"{path}: stage {sname}: arms over {key}, but {key} is empty (give one value or more)")
+    repeated = sorted({a for a in arms if arms.count(a) > 1})
+    if repeated:
+        raise UserError(f"{path}: stage {sname}: {key}={raw!r} names {', '.join(repeated)} twice")
+    return arms
+
+
+def _job(base, path, sname, over, member, array_value, arm_key, arm, arm_suffix, folder, run_dir,
+         derived) -> Job:
+    """One job of stage ``sname``: the yaml merged with the launcher's values, the overrides, the
+    array member and the arm (in that order: later wins), then resolved."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    launcher_values = {k: v for k, v in (derived(folder) if derived else {}).items() if k in base}
+    cfg = OmegaConf.merge(base, OmegaConf.create(launcher_values), over, member,
+                          OmegaConf.create({arm_key: arm} if arm_key else {}))
+    cfg.run_dir = str(run_dir)
+    cfg.job_dir = str(folder)
+    cfg.array_suffix = _array_suffix(array_value)
+    cfg.arm_suffix = arm_suffix
+    cfg.user_dir = str(USER_DIR)
+    cfg.repo = str(REPO)
+    idx = [s.name for s in base.stages].index(sname)
+    try:
+        stage = OmegaConf.to_container(cfg.stages[idx], resolve=True)
+        resolved = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as exc:
+        raise UserError(f"{path}: stage {sname}: {exc}".splitlines()[0]) from None
+    resolved.pop("stages")
+    resolved["stage"] = stage
+    argv = [str(a) for a in stage.get("argv") or [] if str(a) != ""]  # "" drops an optional flag
+    if not argv:
+        raise UserError(f"{path}: stage {sname} has no argv")
+    return Job(stage=sname, folder=folder, argv=_resolve_argv(argv),
+               outputs=[Path(p) for p in stage.get("outputs") or []],
+               checkpointable=bool(stage.get("checkpointable", False)), config=resolved,
+               array_value=(dict(array_value or {}, **{arm_key: arm}) if arm_key else array_value))
 
 
 def git_commit() -> str:
