@@ -8,7 +8,7 @@ set -euo pipefail
 OUT=${1:?OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REL=$HERE/../tp_babi_rel
-BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" "0 1 2" 0 > "$OUT/run.log" 2>&1 || true   # stopped by hand
+T2_RELATIVE=keep T2_UPDATES=20000 BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" "0 1 2" 0 > "$OUT/run.log" 2>&1 || true   # stopped by hand
 for s in 0 1 2; do
   "$REL/test_error.sh" "$OUT" t1_s$s "$OUT/data/bin/task1"   # no report: the run was stopped
   "$REL/keep_curriculum_seed.sh" "$OUT" "$s" "$HERE"

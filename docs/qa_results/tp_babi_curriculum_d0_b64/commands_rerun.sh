@@ -10,7 +10,7 @@ OUT=${1:?OUT: the folder of the first run}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT/stopped_11256"
 mv "$OUT"/ck/t2_s[012] "$OUT"/ck/t2_s[012].log "$OUT"/ck/t2_s[012].gen "$OUT/run.log" "$OUT/stopped_11256/"
-BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" "0 1 2" 0 > "$OUT/run.log" 2>&1
+T2_RELATIVE=keep T2_UPDATES=20000 BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" "0 1 2" 0 > "$OUT/run.log" 2>&1
 for s in 0 1 2; do "$HERE/../tp_babi_rel/keep_curriculum_seed.sh" "$OUT" "$s" "$HERE"; done
 cut -d, -f1-9 "$OUT/report/qa_results.csv" > "$HERE/qa_results.csv"   # without the scratch paths
 cp "$OUT/report/qa_table.md" "$HERE/qa_table.md"

@@ -18,6 +18,6 @@ done
 python "$HERE/swap_table.py" "$FIRST/ck/t1_s1.to_task2.pt" "$OUT/from_s0/ck/t1_s1.to_task2.pt" --from "$FIRST/ck/t1_s0.to_task2.pt"
 python "$HERE/swap_table.py" "$FIRST/ck/t1_s1.to_task2.pt" "$OUT/zero/ck/t1_s1.to_task2.pt" --zero
 for v in from_s0 zero; do
-  BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT/$v" 1 0 > "$OUT/$v/run.log" 2>&1 &
+  T2_RELATIVE=keep T2_UPDATES=20000 BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT/$v" 1 0 > "$OUT/$v/run.log" 2>&1 &
 done
 wait

@@ -18,7 +18,7 @@ for s in 10 11 12; do
   ln -s "$FIRST/ck/t1_s1" "$OUT/ck/t1_s$s"
   for f in done log to_task2.pt to_task2.log; do cp -p "$FIRST/ck/t1_s1.$f" "$OUT/ck/t1_s$s.$f"; done
 done
-BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" "10 11 12" 0 > "$OUT/run.log" 2>&1
+T2_RELATIVE=keep T2_UPDATES=20000 BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" "10 11 12" 0 > "$OUT/run.log" 2>&1
 for s in 10 11 12; do "$HERE/../../tp_babi_rel/keep_curriculum_seed.sh" "$OUT" "$s" "$HERE"; done
 rm "$HERE"/t1_s1[012]_valid.txt   # task 1 is the first run's seed 1: ../t1_s1_valid.txt
 # the table again with the code that records each checkpoint's valid loss (ed50a9f), task 2 only

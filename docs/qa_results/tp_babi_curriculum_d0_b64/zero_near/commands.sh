@@ -17,7 +17,7 @@ for s in 0 1 2; do
   ln -s "$FIRST/ck/t1_s$s" "$OUT/ck/t1_s$s"
   cp -p "$FIRST/ck/t1_s$s.done" "$FIRST/ck/t1_s$s.log" "$OUT/ck/"
 done
-T2_RELATIVE=zero-near BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" "0 1 2" 0 > "$OUT/run.log" 2>&1
+T2_UPDATES=20000 T2_RELATIVE=zero-near BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" "0 1 2" 0 > "$OUT/run.log" 2>&1
 for s in 0 1 2; do "$HERE/../../tp_babi_rel/keep_curriculum_seed.sh" "$OUT" "$s" "$HERE"; done
 rm -f "$HERE"/t1_s*_valid.txt   # task 1 is the first run's: ../t1_sN_valid.txt
 cut -d, -f1-9,12 "$OUT/report/qa_results.csv" > "$HERE/qa_results.csv"   # without the scratch paths

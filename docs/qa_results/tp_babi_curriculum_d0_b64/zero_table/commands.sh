@@ -22,7 +22,7 @@ for pair in 0:0 2:2 10:1; do
   [ "$s" = "$from" ] || for f in done log; do mv "$OUT/ck/t1_s$from.$f" "$OUT/ck/t1_s$s.$f"; done
   python "$HERE/../start_swap/swap_table.py" "$FIRST/ck/t1_s$from.to_task2.pt" "$OUT/ck/t1_s$s.to_task2.pt" --zero
 done
-BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" "0 2 10" 0 > "$OUT/run.log" 2>&1
+T2_RELATIVE=keep T2_UPDATES=20000 BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" "0 2 10" 0 > "$OUT/run.log" 2>&1
 for s in 0 2 10; do "$HERE/../../tp_babi_rel/keep_curriculum_seed.sh" "$OUT" "$s" "$HERE"; done
 rm -f "$HERE"/t1_s*_valid.txt   # task 1 is the first run's: ../t1_sN_valid.txt
 cut -d, -f1-9,12 "$OUT/report/qa_results.csv" > "$HERE/qa_results.csv"   # without the scratch paths

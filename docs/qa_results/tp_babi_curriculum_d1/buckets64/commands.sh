@@ -10,7 +10,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REL=$HERE/../../tp_babi_rel
 for s in 0 2 1; do
   O=$ROOT/s$s; mkdir -p "$O"; ln -sfn "$DATA" "$O/data"
-  BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$O" "$s" 1 > "$O/run.log" 2>&1 &
+  T2_RELATIVE=keep T2_UPDATES=20000 BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$O" "$s" 1 > "$O/run.log" 2>&1 &
 done
 wait
 for s in 0 1 2; do

@@ -9,6 +9,6 @@ set -euo pipefail
 OUT=${1:?OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REL=$HERE/../../tp_babi_rel
-BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" 2 1 > "$OUT.log" 2>&1
+T2_RELATIVE=keep T2_UPDATES=20000 BUCKETS=64 configs/qa_tp_babi_curriculum.sh "$OUT" 2 1 > "$OUT.log" 2>&1
 "$REL/keep_curriculum_seed.sh" "$OUT" 2 "$HERE"
 cut -d, -f1-9 "$OUT/report/qa_results.csv" > "$HERE/qa_results_s2.csv"   # without the scratch paths

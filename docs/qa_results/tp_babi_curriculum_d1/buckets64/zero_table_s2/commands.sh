@@ -11,7 +11,7 @@ mkdir -p "$OUT/ck"
 ln -s "$FIRST/data" "$OUT/data"
 ln -s "$FIRST/ck/t1_s2" "$OUT/ck/t1_s2"
 cp -p "$FIRST/ck/t1_s2.done" "$FIRST/ck/t1_s2.log" "$OUT/ck/"   # task 1 is done; its start is made here
-BUCKETS=64 T2_RELATIVE=zero configs/qa_tp_babi_curriculum.sh "$OUT" 2 1 > "$OUT/run.log" 2>&1
+T2_UPDATES=20000 BUCKETS=64 T2_RELATIVE=zero configs/qa_tp_babi_curriculum.sh "$OUT" 2 1 > "$OUT/run.log" 2>&1
 "$HERE/../../../tp_babi_rel/keep_curriculum_seed.sh" "$OUT" 2 "$HERE"
 rm "$HERE/t1_s2_valid.txt"   # task 1 is ../t1_s2_valid.txt
 cp "$OUT/ck/t1_s2.to_task2.log" "$HERE/"
