@@ -7,17 +7,21 @@
 #    (TRAIN_STORIES; 10% held out as valid) and 1,000 test stories (TEST_STORIES), generator seed
 #    DATA_SEED (default 0);
 # 2. task 1: tp_transformer_tiny --symbolic-embeddings --symbolic-output
-#    --encoder-relative-buckets BUCKETS (default 32), dropout 0.1, Adam lr 1e-3, batch 32, clip 5,
+#    --encoder-relative-buckets BUCKETS (default 64), dropout 0.1, Adam lr 1e-3, batch 32, clip 5,
 #    plateau halving with patience 3, up to T1_UPDATES (30000);
 # 3. `nesyseq convert warm-start`: the task-1 model re-indexed to task 2's dictionary (objects and
 #    take/drop verbs get fresh rows) and its encoder grown to T2_LAYERS layers (default 3; the top
 #    layer copied); T2_RELATIVE=zero resets its relative-position table to zeros, zero-near only
-#    the exact buckets' rows (default keep; docs/qa.md, "Which part of the start");
-# 4. task 2 from it (--finetune-from-model: fresh optimiser and schedule), up to T2_UPDATES (20000).
-#    T2_RELATIVE may list tables, e.g. "keep zero": then each seed trains task 2 once per table, at
+#    the exact buckets' rows, keep leaves it (docs/qa.md, "Which part of the start");
+# 4. task 2 from it (--finetune-from-model: fresh optimiser and schedule), up to T2_UPDATES (30000).
+#    T2_RELATIVE may list tables (the default, "keep zero"): then each seed trains task 2 once per table, at
 #    once (ck/t2_sS_REL from ck/t1_sS.to_task2_REL.pt), and ck/t2_sS links to the run whose
 #    checkpoint_best has the lowest valid loss (the first listed on a tie; ck/t2_sS.choice says
-#    which, with each run's loss); the report has the chosen run and each table's run;
+#    which, with each run's loss); the report has the chosen run and each table's run. With one
+#    table (e.g. T2_RELATIVE=keep) task 2 is ck/t2_sS from ck/t1_sS.to_task2.pt.
+#    Defaults since 2026-11-28 (twenty-ninth session): BUCKETS=64 T2_RELATIVE="keep zero"
+#    T2_UPDATES=30000, the recipe measured best (docs/qa.md, "Both, and the lower valid loss
+#    kept"); before: 32, keep, 20000 (the record scripts under docs/qa_results name theirs);
 # 5. `nesyseq evaluate qa`: test error of both stages -> OUT/report/qa_table.md, qa_results.csv
 #    (with more than one seed, the table also names the seed of lowest validation loss per stage).
 # Each training stage also stops once a saved checkpoint's valid loss is <= STOP_BITS bits per
@@ -27,10 +31,10 @@
 # checkpoint_best.pt but neither (an older qa_train's) is refused, not silently used.
 set -euo pipefail
 OUT=$1; SEEDS=${2:-"0 1 2"}; DATA_SEED=${3:-0}
-NAMES=${NAMES:-10}; T1_UPDATES=${T1_UPDATES:-30000}; T2_UPDATES=${T2_UPDATES:-20000}
+NAMES=${NAMES:-10}; T1_UPDATES=${T1_UPDATES:-30000}; T2_UPDATES=${T2_UPDATES:-30000}
 TRAIN_STORIES=${TRAIN_STORIES:-10000}; TEST_STORIES=${TEST_STORIES:-1000}
-STOP_BITS=${STOP_BITS-0.008}; BUCKETS=${BUCKETS:-32}; T2_LAYERS=${T2_LAYERS:-3}
-T2_RELATIVE=${T2_RELATIVE:-keep}
+STOP_BITS=${STOP_BITS-0.008}; BUCKETS=${BUCKETS:-64}; T2_LAYERS=${T2_LAYERS:-3}
+T2_RELATIVE=${T2_RELATIVE:-keep zero}
 read -r -a ARMS <<< "$T2_RELATIVE"
 for rel in "${ARMS[@]}"; do
   case $rel in keep|zero|zero-near) ;;

@@ -89,8 +89,14 @@ def test_armed_stages_run_once_per_value_and_read_their_own_arm(tmp_path):
     task2 = ev[[i for i, a in enumerate(ev) if a.startswith("model=tp_transformer_tiny_sym,task=2")][0]]
     assert "arms=keep zero," in task2
     assert f"ckpt={run}/train_task2/seed=1/t2_relative_table={{arm}}/checkpoints/checkpoint_best.pt" in task2
-    one = build_plan("qa_tp_curriculum", [], tmp_path / "r", "seed=0")
+    one = build_plan("qa_tp_curriculum", ["t2_relative_table=keep"], tmp_path / "r", "seed=0")
     assert [j.folder.name for jobs in one.stages for j in jobs if j.stage == "train_task2"] == ["t2_relative_table=keep"]
+    # the defaults (since 2026-11-28): both tables, 64 buckets, 30,000 task-2 updates
+    default = {jobs[0].stage: jobs for jobs in build_plan("qa_tp_curriculum", [], tmp_path / "r", "seed=0").stages}
+    assert [j.folder.name for j in default["train_task2"]] == ["t2_relative_table=keep", "t2_relative_table=zero"]
+    for j in default["train_task2"] + default["train_task1"]:
+        assert j.argv[j.argv.index("--encoder-relative-buckets") + 1] == "64"
+    assert default["train_task2"][0].argv[default["train_task2"][0].argv.index("--max-update") + 1] == "30000"
 
 
 def test_bad_arms_are_refused_naming_the_file_and_stage(tmp_path):

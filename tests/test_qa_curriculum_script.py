@@ -21,6 +21,7 @@ def _run(out, **env):
                 PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
                 TRAIN_STORIES="40", TEST_STORIES="8", NAMES="4", BUCKETS="6", T2_LAYERS="4", T2_RELATIVE="zero")
     full.update(env)
+    full = {k: v for k, v in full.items() if v is not None}   # None: the script's own default
     return subprocess.run(["bash", str(SCRIPT), str(out), "0", "1"], cwd=REPO, env=full, capture_output=True,
                           text=True, timeout=900)
 
@@ -37,11 +38,11 @@ def test_curriculum_script_stops_early_then_skips_and_refuses(tmp_path):
     assert (out / "ck" / "t1_s0.done").exists() and (out / "ck" / "t2_s0.done").exists()
     # T2_LAYERS reaches the warm start and task 2's training (the default is 3)
     assert "encoder layers: 2 -> 4" in (out / "ck" / "t1_s0.to_task2.log").read_text()
-    # T2_RELATIVE too (the default keeps the table)
+    # T2_RELATIVE too (one table: the start is t1_s0.to_task2)
     assert "relative-position table zeroed" in (out / "ck" / "t1_s0.to_task2.log").read_text()
     assert "'encoder_layers': 4," in (out / "ck" / "t2_s0.log").read_text()
     assert "Loaded checkpoint" in (out / "ck" / "t2_s0.log").read_text()
-    for n in ("t1_s0", "t2_s0"):   # BUCKETS reaches both stages (the default is 32)
+    for n in ("t1_s0", "t2_s0"):   # BUCKETS reaches both stages (the default is 64)
         assert "'encoder_relative_buckets': 6," in (out / "ck" / f"{n}.log").read_text()
     table = (out / "report" / "qa_results.csv").read_text().splitlines()
     assert [ln.split(",")[1] for ln in table[1:]] == ["1", "2"]
@@ -127,7 +128,7 @@ def test_curriculum_script_two_tables_refuses_a_folder_of_one_table(tmp_path):
     (ck / "t1_s0.done").touch()                        # task 1 counts as finished
     (ck / "t2_s0").mkdir()
     (ck / "t2_s0" / "checkpoint_best.pt").write_bytes(b"an earlier one-table run")
-    r = _run(out, T2_RELATIVE="keep zero")
+    r = _run(out, T2_RELATIVE=None)   # the default ("keep zero" since 2026-11-28) is a list of tables
     assert r.returncode == 1 and f"{ck / 't2_s0'} is a run of one table" in r.stderr, r.stderr[-2000:]
     assert not (ck / "t2_s0").is_symlink() and sorted(p.name for p in (ck / "t2_s0").iterdir()) == ["checkpoint_best.pt"]
     assert not list(ck.glob("t2_s0_*")) and not list(ck.glob("t1_s0.to_task2*"))
