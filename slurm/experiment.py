@@ -144,14 +144,10 @@ def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[s
             raise UserError(f"{path}: stage {sname}: arms: {arm_key!r} is not a key of the experiment")
         jobs = []
         for value in (values if per_array else [None]):
-            suffix = _array_suffix(value) if per_array else ""
             member = OmegaConf.from_dotlist([f"{k}={v}" for k, v in (value or {}).items()])
             for arm in (_arm_values(path, sname, arm_key, OmegaConf.merge(base, over, member))
                         if arm_key else [None]):
-                arm_suffix = _array_suffix({arm_key: arm}) if arm_key else ""
-                folder = run_dir / sname / (suffix + arm_suffix).lstrip("/") if suffix + arm_suffix else run_dir / sname
-                jobs.append(_job(base, path, sname, over, member, value if per_array else None,
-                                 arm_key, arm, arm_suffix, folder, run_dir, derived))
+                jobs.append(_job(base, path, sname, over, member, value, arm_key, arm, run_dir, derived))
         plan.stages.append(jobs)
     return plan
 
@@ -173,13 +169,16 @@ def _arm_values(path: Path, sname: str, key: str, cfg) -> List[str]:
     return arms
 
 
-def _job(base, path, sname, over, member, array_value, arm_key, arm, arm_suffix, folder, run_dir,
-         derived) -> Job:
-    """One job of stage ``sname``: the yaml merged with the launcher's values, the overrides, the
-    array member and the arm (in that order: later wins), then resolved."""
+def _job(base, path, sname, over, member, array_value, arm_key, arm, run_dir, derived) -> Job:
+    """One job of stage ``sname`` in ``RUN_DIR/STAGE[/KEY=VALUE][/ARMKEY=ARM]``: the yaml merged
+    with the launcher's values, the overrides, the array member and the arm (in that order: later
+    wins), then resolved."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    arm_suffix = _array_suffix({arm_key: arm}) if arm_key else ""
+    suffix = _array_suffix(array_value) + arm_suffix
+    folder = run_dir / sname / suffix.lstrip("/") if suffix else run_dir / sname
     launcher_values = {k: v for k, v in (derived(folder) if derived else {}).items() if k in base}
     cfg = OmegaConf.merge(base, OmegaConf.create(launcher_values), over, member,
                           OmegaConf.create({arm_key: arm} if arm_key else {}))
