@@ -10,7 +10,7 @@ set -euo pipefail
 OUT=${1:?OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
-BUCKETS=64 T2_RELATIVE="keep zero" T2_UPDATES=30000 configs/qa_tp_babi_curriculum.sh "$OUT" "0 1 2" 2 > "$OUT/run.log" 2>&1
+BUCKETS=64 T2_RELATIVE="keep zero" T2_UPDATES=30000 configs/qa_tp_babi_curriculum.sh "$OUT" "0 1 2" 2 >> "$OUT/run.log" 2>&1   # appends: a rerun keeps the earlier log
 for s in 0 1 2; do
   "$HERE/../tp_babi_rel/keep_curriculum_seed.sh" "$OUT" "$s" "$HERE"   # t2_sS: the chosen arm
   for rel in keep zero; do sed -n 's/.* | INFO | valid | //p' "$OUT/ck/t2_s${s}_$rel.log" > "$HERE/t2_s${s}_${rel}_valid.txt"; done
