@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does a strongly negative relative bias at offset ±4 hold a stuck task-1 start on task 2's second
-# plateau? (docs/qa.md, "What holds a stuck start"; 2026-11-28, thirtieth session, CPU, one
+# plateau? (docs/qa.md, bullet "What holds a stuck start"; 2026-11-28, thirtieth session, CPU, one
 # thread per run, the two at once on the 2-core box.) The two stuck starts of 64 buckets measured
 # end to end with the kept table (generator seed 0's start 1, generator seed 2's start 1), each
 # from its kept-table warm start with only the rows of offsets +4 and -4 set to 0, then task 2 with

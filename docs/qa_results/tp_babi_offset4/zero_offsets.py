@@ -1,6 +1,6 @@
 """Zero the rows of a warm start's relative-position table at the given offsets (both signs).
 
-A diagnostic of the stuck task-1 starts (docs/qa.md, "What holds a stuck start"), not a product
+A diagnostic of the stuck task-1 starts (docs/qa.md, bullet "What holds a stuck start"), not a product
 option: `nesyseq convert warm-start --relative-table` has the supported choices.
     python zero_offsets.py START.pt OUT.pt 4 [5 ...]
 """
