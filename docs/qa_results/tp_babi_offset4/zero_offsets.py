@@ -4,12 +4,12 @@ A diagnostic of the stuck task-1 starts (docs/qa.md, bullet "What holds a stuck 
 option: `nesyseq convert warm-start --relative-table` has the supported choices.
     python zero_offsets.py START.pt OUT.pt 4 [5 ...]
 """
-import os
 import sys
 
 import torch
 
 import plugins.checkpoint_safety  # noqa: F401  (the allow-list for weights_only loading)
+from nesyseq_common.atomic import atomic_write
 from plugins.layers.relative_position import relative_bucket
 
 src, dst, offsets = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]
@@ -21,14 +21,12 @@ table = state["model"][key]                                   # (buckets, heads)
 model_cfg = state["cfg"]["model"]
 max_distance = (model_cfg["encoder_relative_max_distance"] if isinstance(model_cfg, dict)
                 else model_cfg.encoder_relative_max_distance)
-delta = torch.tensor([s * o for o in offsets for s in (1, -1)])
-buckets = relative_bucket(delta, table.shape[0], max_distance)
 exact = table.shape[0] // 4
 if any(abs(o) >= exact for o in offsets):
     sys.exit(f"zero_offsets.py: offsets must be below {exact}, the exact buckets, so that one row is one offset")
+delta = torch.tensor([s * o for o in offsets for s in (1, -1)])
+buckets = relative_bucket(delta, table.shape[0], max_distance)
 for d, b in zip(delta.tolist(), buckets.tolist()):
     print(f"offset {d:+d}: bucket {b}, was {' '.join(f'{x:.2f}' for x in table[b].tolist())} (per head), now 0")
 table[buckets] = 0
-tmp = dst + ".tmp"
-torch.save(state, tmp)
-os.replace(tmp, dst)
+atomic_write(dst, lambda tmp: torch.save(state, tmp))
