@@ -138,3 +138,31 @@ python "$HERE/gap_error.py" "$OUT"/ck/n10_rel64_s{0,1,2}.gen "$OUT"/ck/n10_plain
 # every valid curve kept here, from the final logs (the runs above, t2_rel_s0 at 20,000 updates:
 # ../tp_babi_task2/commands.sh continues it later)
 for f in "$HERE"/*_valid.txt; do keep_valid "$(basename "$f" _valid.txt)"; done
+# Fig. 1 at 10,000 names (2026-11-28, thirty-first session): the 64-bucket runs of 1,000 names
+# again on data regenerated with 10,000 names (same generator seed, story counts and options),
+# symbolic to 36,000 updates at most, its twin to 12,000, the same stop rule; two lanes
+python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n10000" --tasks 1 --num-names 10000 \
+    --train-stories 10000 --test-stories 1000 --seed 0
+N10000=$OUT/data_n10000/bin/task1
+fig1_n10000() {  # fig1_n10000 SEED: the symbolic run; fig1_n10000 SEED twin: the twin
+  local name=n10000_rel64_s$1
+  [ "${2:-}" = twin ] && name=n10000_plainrel64_s$1
+  if [ "${2:-}" = twin ]; then FLAGS="" "$HERE/train.sh" "$OUT" $name "$N10000" $1 12000 $REL64
+  else "$HERE/train.sh" "$OUT" $name "$N10000" $1 36000 $REL64; fi
+  "$HERE/test_error.sh" "$OUT" $name "$N10000"
+  python "$HERE/../tp_babi_s10k/failure_modes.py" "$OUT/ck/$name.gen" > "$HERE/${name}_failure_modes.txt"
+  keep_valid $name
+}
+( fig1_n10000 0; fig1_n10000 2 ) &
+( fig1_n10000 1; for s in 0 1 2; do fig1_n10000 $s twin; done ) &
+wait
+python "$HERE/plateau_exit.py" "$HERE"/n10000_rel64_s*_valid.txt "$HERE"/n10000_plainrel64_s*_valid.txt
+python "$HERE/gap_error.py" "$OUT"/ck/n10000_rel64_s{0,1,2}.gen "$OUT"/ck/n10000_plainrel64_s{0,1,2}.gen \
+    > "$HERE/n10000_rel64_gap_error.txt"
+# every person of the 10,000-name test file renamed to a word the dictionary lacks (zero semantic
+# rows), the three symbolic checkpoints read on both files
+python "$HERE/rename_people.py" "$OUT/data_n10000/raw/qa1_test.txt" "$N10000/dict.src.txt" "$OUT/qa1_test_n10000_people.txt"
+nesyseq evaluate qa --checkpoint "$OUT"/ck/n10000_rel64_s0/checkpoint_best.pt \
+    --checkpoint "$OUT"/ck/n10000_rel64_s1/checkpoint_best.pt --checkpoint "$OUT"/ck/n10000_rel64_s2/checkpoint_best.pt \
+    --babi-file "$OUT/data_n10000/raw/qa1_test.txt" --babi-file "$OUT/qa1_test_n10000_people.txt" --out "$OUT/ext_n10000_rel64"
+cp "$OUT/ext_n10000_rel64/qa_external.md" "$HERE/n10000_rel64_people_renamed_external.md"
