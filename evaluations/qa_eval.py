@@ -205,7 +205,9 @@ def answers(ckpt: str, data: str, subset: str = "test", batch_size: int = 256, b
 
 def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 256,
                  beta: str = None) -> Dict[str, object]:
-    """% wrong answers of ``ckpt`` on ``data``/``subset`` (argmax at the answer step), the number
+    """% wrong answers of ``ckpt`` on ``data``/``subset`` (teacher-forced argmax at the answer step:
+    fairseq-generate ``--beam 1`` except where that argmax is EOS, which generate forbids at the
+    first step and which counts as wrong here; docs/qa.md, "10,000 names, 64 buckets"), the number
     of questions, and the checkpoint's stored validation loss (:func:`valid_loss`); ``beta``:
     evaluate with the output mixture weight fixed (a diagnostic, see the module doc)."""
     state = load_state(ckpt, data)
