@@ -7,11 +7,4 @@
 set -euo pipefail
 B=${1:?the released en-10k folder}; O=${2:?OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
-SYM_POSITIONS=role ENTITY_TYPE=0.3 VALID_DROPOUT=1 configs/qa_babi_table2.sh "$B" "$O" stpr 5 2 32000 > "$O/run_s5.out" 2>&1
-cp "$O/report/stpr/seeds_5/qa_external".{md,json} "$HERE/"
-L=$O/ck/stpr_t2_s5.log
-sed -n 's/.* | INFO | train | //p' "$L" > "$HERE/stpr_t2_s5_train.txt"
-sed -n 's/.* | INFO | valid | //p' "$L" > "$HERE/stpr_t2_s5_valid.txt"
-{ echo "run,beta,best_valid_loss,lr_at_end,train_loss_at_end,updates"
-  PYTHONPATH=. python "$HERE/../../run_summary.py" "$O/ck/stpr_t2_s5" | tail -1
-} > "$HERE/run_summary.csv"
+"$HERE/../seed5_variant.sh" VALID_DROPOUT=1 "$B" "$O" "$HERE"
