@@ -4,23 +4,20 @@ A diagnostic of the stuck task-1 starts (docs/qa.md, bullet "What holds a stuck 
 option: `nesyseq convert warm-start --relative-table` has the supported choices.
     python zero_offsets.py START.pt OUT.pt 4 [5 ...]
 """
+import os
 import sys
 
 import torch
 
-import plugins.checkpoint_safety  # noqa: F401  (the allow-list for weights_only loading)
-from nesyseq_common.atomic import atomic_write
-from plugins.layers.relative_position import relative_bucket
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nesyseq_common.atomic import atomic_write  # noqa: E402
+from plugins.layers.relative_position import relative_bucket  # noqa: E402
+from table_offsets import load_table  # noqa: E402  (beside this file)
 
 src, dst, offsets = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]
 if not offsets:
     sys.exit("zero_offsets.py: give at least one offset")
-state = torch.load(src, map_location="cpu", weights_only=True)
-key = "encoder.relative_bias.table.weight"
-table = state["model"][key]                                   # (buckets, heads)
-model_cfg = state["cfg"]["model"]
-max_distance = (model_cfg["encoder_relative_max_distance"] if isinstance(model_cfg, dict)
-                else model_cfg.encoder_relative_max_distance)
+state, table, max_distance = load_table(src)                  # table: (buckets, heads), in state
 exact = table.shape[0] // 4
 if any(abs(o) >= exact for o in offsets):
     sys.exit(f"zero_offsets.py: offsets must be below {exact}, the exact buckets, so that one row is one offset")
