@@ -146,9 +146,12 @@ python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n10000" --task
 N10000=$OUT/data_n10000/bin/task1
 fig1_n10000() {  # fig1_n10000 SEED: the symbolic run; fig1_n10000 SEED twin: the twin
   local name=n10000_rel64_s$1
-  [ "${2:-}" = twin ] && name=n10000_plainrel64_s$1
-  if [ "${2:-}" = twin ]; then FLAGS="" "$HERE/train.sh" "$OUT" $name "$N10000" $1 12000 $REL64
-  else "$HERE/train.sh" "$OUT" $name "$N10000" $1 36000 $REL64; fi
+  if [ "${2:-}" = twin ]; then
+    name=n10000_plainrel64_s$1
+    FLAGS="" "$HERE/train.sh" "$OUT" $name "$N10000" $1 12000 $REL64
+  else
+    "$HERE/train.sh" "$OUT" $name "$N10000" $1 36000 $REL64
+  fi
   "$HERE/test_error.sh" "$OUT" $name "$N10000"
   python "$HERE/../tp_babi_s10k/failure_modes.py" "$OUT/ck/$name.gen" > "$HERE/${name}_failure_modes.txt"
   keep_valid $name

@@ -7,10 +7,4 @@ set -euo pipefail
 VAR=${1:?VAR=VALUE, e.g. LR_PATIENCE=20}; B=${2:?the released en-10k folder}; O=${3:?OUT}; DEST=${4:?DEST}
 HERE=$(cd "$(dirname "$0")" && pwd)
 env "$VAR" SYM_POSITIONS=role ENTITY_TYPE=0.3 configs/qa_babi_table2.sh "$B" "$O" stpr 5 2 32000 > "$O/run_s5.out" 2>&1
-cp "$O/report/stpr/seeds_5/qa_external".{md,json} "$DEST/"
-L=$O/ck/stpr_t2_s5.log
-sed -n 's/.* | INFO | train | //p' "$L" > "$DEST/stpr_t2_s5_train.txt"
-sed -n 's/.* | INFO | valid | //p' "$L" > "$DEST/stpr_t2_s5_valid.txt"
-{ echo "run,beta,best_valid_loss,lr_at_end,train_loss_at_end,updates"
-  PYTHONPATH=. python "$HERE/../run_summary.py" "$O/ck/stpr_t2_s5" | tail -1
-} > "$DEST/run_summary.csv"
+{ echo "run,beta,best_valid_loss,lr_at_end,train_loss_at_end,updates"; "$HERE/keep_run.sh" "$O" 5 "$DEST" "$DEST"; } > "$DEST/run_summary.csv"

@@ -12,15 +12,8 @@ for s in 11 12; do
   SYM_POSITIONS=role ENTITY_TYPE=0.3 configs/qa_babi_table2.sh "$B" "$O" stpr "$s" 2 32000 > "$O/run_s$s.out" 2>&1 &
 done
 wait
-for s in 11 12; do
-  mkdir -p "$HERE/seed$s"
-  cp "$O/report/stpr/seeds_$s/qa_external".{md,json} "$HERE/seed$s/"
-  L=$O/ck/stpr_t2_s$s.log
-  sed -n 's/.* | INFO | train | //p' "$L" > "$HERE/stpr_t2_s${s}_train.txt"
-  sed -n 's/.* | INFO | valid | //p' "$L" > "$HERE/stpr_t2_s${s}_valid.txt"
-done
 { echo "run,beta,best_valid_loss,lr_at_end,train_loss_at_end,updates"
-  for s in 11 12; do PYTHONPATH=. python "$HERE/../../run_summary.py" "$O/ck/stpr_t2_s$s" | tail -1; done
+  for s in 11 12; do "$HERE/../keep_run.sh" "$O" "$s" "$HERE/seed$s" "$HERE"; done
 } > "$HERE/run_summary.csv"
 # every seed of the per-role command so far, 0-12: mean ± pop. std per file
 python "$HERE/../seeds_stats.py" > "$HERE/seeds_0_12.md"

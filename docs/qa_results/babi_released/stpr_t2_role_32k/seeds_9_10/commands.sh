@@ -10,13 +10,6 @@ for s in 9 10; do
   SYM_POSITIONS=role ENTITY_TYPE=0.3 configs/qa_babi_table2.sh "$B" "$O/s$s" stpr "$s" 2 32000 > "$O/run_s$s.out" 2>&1 &
 done
 wait
-for s in 9 10; do
-  mkdir -p "$HERE/seed$s"
-  cp "$O/s$s/report/stpr/seeds_$s/qa_external".{md,json} "$HERE/seed$s/"
-  L=$O/s$s/ck/stpr_t2_s$s.log
-  sed -n 's/.* | INFO | train | //p' "$L" > "$HERE/stpr_t2_s${s}_train.txt"
-  sed -n 's/.* | INFO | valid | //p' "$L" > "$HERE/stpr_t2_s${s}_valid.txt"
-done
 { echo "run,beta,best_valid_loss,lr_at_end,train_loss_at_end,updates"
-  for s in 9 10; do PYTHONPATH=. python "$HERE/../../run_summary.py" "$O/s$s/ck/stpr_t2_s$s" | tail -1; done
+  for s in 9 10; do "$HERE/../keep_run.sh" "$O/s$s" "$s" "$HERE/seed$s" "$HERE"; done
 } > "$HERE/run_summary.csv"
