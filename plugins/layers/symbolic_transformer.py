@@ -45,11 +45,13 @@ class SymbolAlpha(nn.Module):
     the plain one-hot of φ, no per-word parameter.  ``set_unseen(ids, zero_alpha=True)``
     zeroes α of words unseen in training (an option; the paper is silent)."""
 
+    INIT_LOGIT = 0.0   # a never-trained word keeps α = sigmoid(0) = 1/2
+
     def __init__(self, num_embeddings: int, learned: bool = True):
         super().__init__()
         self.learned = learned
         if learned:
-            self.alpha_logit = nn.Parameter(torch.zeros(num_embeddings))
+            self.alpha_logit = nn.Parameter(torch.full((num_embeddings,), self.INIT_LOGIT))
         self.register_buffer("unseen", torch.zeros(num_embeddings, dtype=torch.bool), persistent=False)
         self.zero_alpha = False
 
@@ -57,8 +59,11 @@ class SymbolAlpha(nn.Module):
         self.unseen.copy_(unseen)
         self.zero_alpha = zero_alpha
 
-    def forward(self, tokens: Tensor, phi: Tensor, m: int, dtype=torch.float32) -> Tensor:
-        """tokens, phi (B, T) -> (B, T, m)."""
+    def forward(self, tokens: Tensor, phi: Tensor, m: int, dtype=torch.float32,
+                dropped: Optional[Tensor] = None, zero_dropped: bool = False) -> Tensor:
+        """tokens, phi (B, T) -> (B, T, m).  ``dropped`` (B, T) bool (entity dropout): those
+        tokens read as a word never trained, α = sigmoid(INIT_LOGIT) = 1/2 (1 when α is not learned),
+        or 0 with ``zero_dropped`` (--zero-unseen-alpha)."""
         e = one_hot_phi(phi, m, dtype)
         if self.learned:
             alpha = torch.sigmoid(self.alpha_logit[tokens]).to(dtype)
@@ -66,6 +71,9 @@ class SymbolAlpha(nn.Module):
             alpha = torch.ones(tokens.shape, dtype=dtype, device=tokens.device)
         if self.zero_alpha:
             alpha = alpha.masked_fill(self.unseen[tokens], 0.0)
+        if dropped is not None:
+            init = 1.0 / (1.0 + math.exp(-self.INIT_LOGIT)) if self.learned else 1.0
+            alpha = alpha.masked_fill(dropped, 0.0 if zero_dropped else init)
         return alpha.unsqueeze(-1) * e
 
 

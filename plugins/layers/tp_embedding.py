@@ -84,14 +84,17 @@ class TPEmbedding(nn.Module):
         """E, shared with the output projection (eq. 8)."""
         return self.embed_tokens.weight
 
-    def forward(self, tokens: Tensor, positions: Tensor) -> Tensor:
-        """tokens, positions (B, T) -> z_0 (B, T, d).
+    def forward(self, tokens: Tensor, positions: Tensor, zero: Optional[Tensor] = None) -> Tensor:
+        """tokens, positions (B, T) -> z_0 (B, T, d); ``zero`` (B, T) bool: tokens whose E row
+        reads as zero, as an unseen word's (entity dropout, per example).
 
         Positions must be < max_positions; callers check it from the sequence length
         (:meth:`check_length`, a shape, so no host synchronisation per decoding step)."""
         e = self.embed_tokens(tokens)
         if self.zero_unseen:
             e = e.masked_fill(self.unseen[tokens].unsqueeze(-1), 0.0)
+        if zero is not None:
+            e = e.masked_fill(zero.unsqueeze(-1), 0.0)
         e = e * math.sqrt(self.dim) + self.positions[positions]
         if not self.embedding_role:
             return e

@@ -29,6 +29,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.models import FairseqEncoder, register_model, register_model_architecture
 from torch import nn
 
+from plugins.layers.entity_dropout import droppable_words, word_mask
 from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      slot_layer_norm, symbolic_output_probs)
 from plugins.models.config_defaults import fill_missing_fields
@@ -172,35 +173,6 @@ class DenseTPR:
         self.F = dF if self.F is None else self.F + dF
 
 
-def _word_mask(words: str, dictionary, what: str):
-    """Comma-separated ``words`` as a (V,) bool mask over ``dictionary`` and the listed words;
-    words absent from the dictionary are skipped and logged under ``what`` (the option); the mask
-    is None when none is present."""
-    listed = [w.strip() for w in words.split(",") if w.strip()]
-    ids = [dictionary.index(w) for w in listed]
-    missing = [w for w, i in zip(listed, ids) if i == dictionary.unk()]
-    if missing:
-        logger.info("%s: %d of %d listed words are not in the dictionary, skipped: %s",
-                    what, len(missing), len(listed), ", ".join(missing))
-    found = [i for i in ids if i != dictionary.unk()]
-    if not found:
-        return None, listed
-    mask = torch.zeros(len(dictionary), dtype=torch.bool)
-    mask[found] = True
-    return mask, listed
-
-
-def _droppable_words(words: str, dictionary):
-    """--entity-dropout-words as a (V,) bool mask over ``dictionary``; None when empty."""
-    if not any(w.strip() for w in (words or "").split(",")):
-        return None
-    mask, listed = _word_mask(words, dictionary, "--entity-dropout-words")
-    if mask is None:
-        raise ValueError(f"--entity-dropout-words: none of {listed} is in the dictionary "
-                         f"({len(dictionary)} words); give words of the training data")
-    return mask
-
-
 def _dropout_groups(groups: str, dictionary):
     """--entity-dropout-groups as a (G, V) bool mask over ``dictionary``; None when empty.  A group
     with no word of the dictionary (task 1 has no objects) is skipped and logged, as are words
@@ -208,7 +180,7 @@ def _dropout_groups(groups: str, dictionary):
     listed = [g.strip() for g in (groups or "").split(";") if g.strip()]
     if not listed:
         return None
-    rows = [_word_mask(g, dictionary, f"--entity-dropout-groups: group {k + 1}")[0] for k, g in enumerate(listed)]
+    rows = [word_mask(g, dictionary, f"--entity-dropout-groups: group {k + 1}")[0] for k, g in enumerate(listed)]
     rows = [r for r in rows if r is not None]
     if not rows:
         raise ValueError(f"--entity-dropout-groups: no group has a word of the dictionary ({len(dictionary)} "
@@ -253,7 +225,7 @@ class TPREncoder(FairseqEncoder):
         self.dropout = nn.Dropout(cfg.dropout)
         # (V,) bool: the words entity dropout may pick; None = every context word.  Rebuilt from
         # the config at every build (not saved), so a dictionary extended at test time is fine.
-        self.register_buffer("droppable", _droppable_words(getattr(cfg, "entity_dropout_words", ""), dictionary),
+        self.register_buffer("droppable", droppable_words(getattr(cfg, "entity_dropout_words", ""), dictionary),
                              persistent=False)
         # (G, V) bool: the groups of --entity-dropout-type; rebuilt at every build like ``droppable``.
         self.register_buffer("drop_groups", _dropout_groups(getattr(cfg, "entity_dropout_groups", ""), dictionary),

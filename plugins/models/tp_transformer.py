@@ -43,6 +43,7 @@ from plugins.layers.symbolic import (ContextSymbols, context_symbols, lookup_phi
                                      symbolic_output_probs)
 from plugins.layers.symbolic_transformer import (SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
                                                  SymbolicTPMultiheadAttention)
+from plugins.layers.entity_dropout import drop_context_words, droppable_words
 from plugins.layers.relative_position import RelativePositionBias
 from plugins.layers.tp_attention import TPMultiheadAttention
 from plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
@@ -112,6 +113,18 @@ class TPTransformerConfig(CompileConfig):
     zero_unseen_alpha: bool = field(
         default=False, metadata={"help": "also zero α of words unseen in training (babi_qa's "
                                          "unseen.txt); the paper is silent"})
+    entity_dropout: float = field(
+        default=0.0, metadata={"help": "training only (ours, needs --symbolic-embeddings/--symbolic-output): "
+                                       "per example, each distinct source word is treated as unseen in "
+                                       "training with this probability, as the zero-shot test treats new "
+                                       "words: its E row reads as zero in the encoder and decoder inputs and "
+                                       "in the output projection, and its α reads as its initial value "
+                                       "(zero with --zero-unseen-alpha) (docs/qa.md, issue 23)"})
+    entity_dropout_words: str = field(
+        default="", metadata={"help": "training only (ours): the words --entity-dropout may pick, "
+                                      "comma-separated or @FILE (whitespace-separated words); empty: "
+                                      "every source word; listed words absent from the dictionary are "
+                                      "skipped, none present is an error"})
 
 
 class FeedForward(nn.Module):
@@ -262,12 +275,29 @@ class TPTransformerEncoder(FairseqEncoder):
         self.symbolic = is_symbolic(cfg)
         self.alpha = alpha
         self.symbol_ignore = symbol_ignore_ids(dictionary)
+        # (V,) bool: the words --entity-dropout may pick (None: every source word); rebuilt from
+        # the config at every build, not saved
+        self.register_buffer("droppable", droppable_words(safe_getattr(cfg, "entity_dropout_words", ""), dictionary)
+                             if safe_getattr(cfg, "entity_dropout", 0.0) > 0.0 else None, persistent=False)
+
+    def entity_drop(self, symbols: ContextSymbols) -> Optional[Tensor]:
+        """(B, V) bool, the words treated as unseen in each example (--entity-dropout, training
+        only); None when off.  ``symbols``: the uncapped numbering of the source."""
+        rate = safe_getattr(self.cfg, "entity_dropout", 0.0)
+        if not (self.training and rate > 0.0):
+            return None
+        return drop_context_words(symbols, rate, self.droppable, len(self.dictionary))
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None,
                 return_all_roles: bool = False, **kwargs):
         padding_mask = src_tokens.eq(self.padding_idx)  # (B, T)
         self.embedding.check_length(src_tokens.size(1))
-        z = self.embedding(src_tokens, positions_from_padding(src_tokens, self.padding_idx))
+        symbols = drop = dropped = None
+        if self.symbolic:  # φ over the source (story then question), by first appearance
+            symbols = context_symbols(src_tokens, self.symbol_ignore, self.padding_idx)
+            drop = self.entity_drop(symbols)                                  # (B, V) or None
+            dropped = None if drop is None else drop.gather(1, src_tokens)   # (B, T)
+        z = self.embedding(src_tokens, positions_from_padding(src_tokens, self.padding_idx), zero=dropped)
         z = F.dropout(z, p=self.dropout, training=self.training)
         # the one host sync of a batch: is anything padded? The decoder reads the answer
         # from encoder_out (an empty mask list = no padding), never per step.
@@ -277,7 +307,7 @@ class TPTransformerEncoder(FairseqEncoder):
         if self.symbolic:
             if return_all_roles:
                 raise ValueError("return_all_roles is not available with --symbolic-embeddings/--symbolic-output")
-            return self._forward_symbolic(src_tokens, z, padding_mask, pm, bias)
+            return self._forward_symbolic(src_tokens, z, padding_mask, pm, bias, symbols, drop, dropped)
         roles = []
         for layer in self.layers:
             if return_all_roles:
@@ -297,16 +327,18 @@ class TPTransformerEncoder(FairseqEncoder):
         return out
 
     def _forward_symbolic(self, src_tokens: Tensor, z: Tensor, padding_mask: Tensor, pm: Optional[Tensor],
-                          bias: Optional[Tensor] = None):
-        # φ over the source (story then question), first appearance; s_0 = α_x e_φ(x)  (B, T, m)
-        symbols = context_symbols(src_tokens, self.symbol_ignore, self.padding_idx, self.cfg.max_symbols)
-        s = self.alpha(src_tokens, lookup_phi(src_tokens, symbols), symbols.m, z.dtype)
+                          bias: Optional[Tensor], symbols: ContextSymbols, drop: Optional[Tensor],
+                          dropped: Optional[Tensor]):
+        # s_0 = α_x e_φ(x) over the first --max-symbols slots                 (B, T, m)
+        symbols = symbols.first(self.cfg.max_symbols)
+        s = self.alpha(src_tokens, lookup_phi(src_tokens, symbols), symbols.m, z.dtype, dropped=dropped,
+                       zero_dropped=bool(safe_getattr(self.cfg, "zero_unseen_alpha", False)))
         for layer in self.layers:
             if self.cfg.checkpoint_activations and self.training:
                 z, s = checkpoint(layer.forward_symbolic, z, s, symbols.slot_mask, pm, bias, use_reentrant=False)
             else:
                 z, s = layer.forward_symbolic(z, s, symbols.slot_mask, pm, bias)
-        return {
+        out = {
             "encoder_out": [z],                     # (B, T, d)
             "encoder_out_sym": [s],                 # (B, T, m)
             "encoder_padding_mask": [] if pm is None else [padding_mask],
@@ -314,6 +346,9 @@ class TPTransformerEncoder(FairseqEncoder):
             "slot_vocab": [symbols.slot_vocab],     # (B, m) vocab id of slot j (φ⁻¹)
             "slot_mask": [symbols.slot_mask],       # (B, m) real slots
         }
+        if drop is not None:
+            out["entity_drop"] = [drop]             # (B, V) words read as unseen (training only)
+        return out
 
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
         return {key: [t.index_select(0, new_order) for t in value]
@@ -353,7 +388,10 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
             x = self.output_layer(x)
         return x, {"attn": [None], "inner_states": None}
 
-    def _inputs(self, prev_output_tokens, incremental_state):
+    def _inputs(self, prev_output_tokens, incremental_state, drop: Optional[Tensor] = None):
+        """The decoder's input tokens (the newest alone when decoding step by step), z_0 after
+        dropout and the self-attention padding mask; ``drop`` (B, V): words whose E row reads as
+        zero (entity dropout)."""
         self.embedding.check_length(prev_output_tokens.size(1))
         positions = positions_from_padding(prev_output_tokens, self.padding_idx)
         self_padding_mask = prev_output_tokens.eq(self.padding_idx)
@@ -363,14 +401,18 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
             self_padding_mask = None
         elif not self_padding_mask.any():  # full forward: once per batch, not per step
             self_padding_mask = None
-        z = self.embedding(prev_output_tokens, positions)
+        dropped = None if drop is None else drop.gather(1, prev_output_tokens)                # (B, T)
+        z = self.embedding(prev_output_tokens, positions, zero=dropped)
         return prev_output_tokens, F.dropout(z, p=self.dropout, training=self.training), self_padding_mask
 
     def _forward_symbolic(self, prev_output_tokens, encoder_out, incremental_state, features_only):
-        tokens, z, self_padding_mask = self._inputs(prev_output_tokens, incremental_state)
+        drop = encoder_out["entity_drop"][0] if "entity_drop" in encoder_out else None    # (B, V)
+        tokens, z, self_padding_mask = self._inputs(prev_output_tokens, incremental_state, drop)
         symbols = ContextSymbols(encoder_out["slot_vocab"][0], encoder_out["slot_mask"][0])
         # a decoder input that is a context word is looked up through the source's φ
-        s = self.alpha(tokens, lookup_phi(tokens, symbols), symbols.m, z.dtype)       # (B, T, m)
+        s = self.alpha(tokens, lookup_phi(tokens, symbols), symbols.m, z.dtype,
+                       dropped=None if drop is None else drop.gather(1, tokens),
+                       zero_dropped=bool(safe_getattr(self.cfg, "zero_unseen_alpha", False)))   # (B, T, m)
         memory, memory_s = encoder_out["encoder_out"][0], encoder_out["encoder_out_sym"][0]
         masks = encoder_out["encoder_padding_mask"]
         memory_mask = masks[0] if len(masks) > 0 else None
@@ -386,6 +428,8 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
             extra["symbolic_state"] = [s]
             return z, extra
         logits = self.output_layer(z)
+        if drop is not None:                       # a dropped word's output row reads as zero too
+            logits = logits.masked_fill(drop.unsqueeze(1), 0.0)
         if not self.symbolic_output:
             return logits, extra
         # p = β softmax(E^T z) + (1−β) B_φ softmax(s), fp32 probabilities (pointer-generator pattern)
@@ -469,6 +513,12 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
         else:
             enc_emb, dec_emb = make_embedding(src_dict), make_embedding(tgt_dict)
             enc_alpha, dec_alpha = make_alpha(src_dict), make_alpha(tgt_dict)
+        rate = safe_getattr(cfg, "entity_dropout", 0.0)
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"--entity-dropout must be in [0, 1], got {rate}")
+        if rate > 0.0 and not is_symbolic(cfg):
+            raise ValueError("--entity-dropout needs --symbolic-embeddings or --symbolic-output: it trains "
+                             "the symbolic path to carry words whose semantic rows read as zero")
         if is_symbolic(cfg) and src_dict != tgt_dict:
             raise ValueError("--symbolic-embeddings/--symbolic-output need a joined dictionary: the "
                              "output's B_φ maps source slots to target ids")
