@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 BUCKETS=64 T2_RELATIVE="keep zero" T2_UPDATES=30000 configs/qa_tp_babi_curriculum.sh "$OUT" "0 1 2" 2 >> "$OUT/run.log" 2>&1   # appends: a rerun keeps the earlier log
 for s in 0 1 2; do
   "$HERE/../tp_babi_rel/keep_curriculum_seed.sh" "$OUT" "$s" "$HERE"   # t2_sS: the chosen arm
-  for rel in keep zero; do sed -n 's/.* | INFO | valid | //p' "$OUT/ck/t2_s${s}_$rel.log" > "$HERE/t2_s${s}_${rel}_valid.txt"; done
+  for rel in keep zero; do "$HERE/../valid_lines.sh" "$OUT/ck/t2_s${s}_$rel.log" "$HERE/t2_s${s}_${rel}_valid.txt"; done
   cp "$OUT/ck/t2_s$s.choice" "$OUT/ck/t1_s$s.to_task2_zero.log" "$HERE/"
 done
 cut -d, -f1-9,12 "$OUT/report/qa_results.csv" > "$HERE/qa_results.csv"   # without the scratch paths

@@ -11,4 +11,4 @@ python -m nesyseq_cli.main evaluate qa --out "$OUT/interim_s$S" \
 cut -d, -f1-9,12 "$OUT/interim_s$S/qa_results.csv" > "$HERE/interim_s$S/qa_results.csv"   # without the scratch paths
 cp "$OUT/interim_s$S/qa_table.md" "$HERE/interim_s$S/"
 cp "$OUT/ck/t2_s$S.choice" "$HERE/"
-for rel in keep zero; do sed -n 's/.* | INFO | valid | //p' "$OUT/ck/t2_s${S}_$rel.log" > "$HERE/t2_s${S}_${rel}_valid.txt"; done
+for rel in keep zero; do "$HERE/../valid_lines.sh" "$OUT/ck/t2_s${S}_$rel.log" "$HERE/t2_s${S}_${rel}_valid.txt"; done

@@ -32,7 +32,7 @@ run "$D2" "$D2/ck/t1_s1.to_task2_keep.pt" 2 "$OUT/d2" &
 p2=$!
 wait "$p0"; wait "$p2"
 for g in 0 2; do
-  sed -n 's/.* | INFO | valid | //p' "$OUT/d$g/ck/t2_s1.log" > "$HERE/d${g}_t2_s1_valid.txt"
+  "$HERE/../valid_lines.sh" "$OUT/d$g/ck/t2_s1.log" "$HERE/d${g}_t2_s1_valid.txt"
   cp "$OUT/d$g/ck/t1_s1.to_task2.log" "$HERE/d${g}_zeroed_rows.txt"
   cut -d, -f1-9,12 "$OUT/d$g/report/qa_results.csv" > "$HERE/d${g}_qa_results.csv"   # without the scratch paths
 done

@@ -8,8 +8,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # after NAME's last training call (the loop at the end of this file; the 64-bucket blocks take
 # theirs as they finish; the first plateau_exit.py call reads the 32-bucket curves as kept here)
 keep_valid() {  # the log must exist; the kept file is replaced whole or not at all
-  [ -f "$OUT/ck/$1.log" ] || { echo "keep_valid: $OUT/ck/$1.log: no such log" >&2; return 1; }
-  sed -n 's/.* | INFO | valid | //p' "$OUT/ck/$1.log" > "$HERE/$1_valid.txt.tmp" && mv "$HERE/$1_valid.txt.tmp" "$HERE/$1_valid.txt"
+  "$HERE/../valid_lines.sh" "$OUT/ck/$1.log" "$HERE/$1_valid.txt"
 }
 # data: 10 names, 10,000 train stories (10% held out as valid), 1,000 test stories; the same
 # binaries as `--tasks 1` alone (checked with cmp) and as docs/qa_results/tp_babi_s10k

@@ -6,6 +6,6 @@
 set -euo pipefail
 OUT=$1 S=$2 DEST=$3
 REL=$(cd "$(dirname "$0")" && pwd)
-for n in t1_s$S t2_s$S; do sed -n 's/.* | INFO | valid | //p' "$OUT/ck/$n.log" > "$DEST/${n}_valid.txt"; done
+for n in t1_s$S t2_s$S; do "$REL/../valid_lines.sh" "$OUT/ck/$n.log" "$DEST/${n}_valid.txt"; done
 "$REL/test_error.sh" "$OUT" "t2_s$S" "$OUT/data/bin/task2"
 python "$REL/task2_failure_modes.py" "$OUT/ck/t2_s$S.gen" > "$DEST/t2_s${S}_failure_modes.txt"

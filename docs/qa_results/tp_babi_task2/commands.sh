@@ -46,7 +46,7 @@ for s in 0 1; do
       ${OPTS/--encoder-relative-buckets 32/--encoder-relative-buckets 64} --encoder-layers 3
 done
 for s in 0 1; do
-  sed -n 's/.* | INFO | valid | //p' "$OUT/ck/t2_e3r64_s$s.log" > "$HERE/t2_e3r64_s${s}_valid.txt"
+  "$HERE/../valid_lines.sh" "$OUT/ck/t2_e3r64_s$s.log" "$HERE/t2_e3r64_s${s}_valid.txt"
   "$REL/test_error.sh" "$OUT" t2_e3r64_s$s "$T2"
   python "$REL/task2_failure_modes.py" "$OUT/ck/t2_e3r64_s$s.gen" > "$HERE/t2_e3r64_s${s}_failure_modes.txt"
 done

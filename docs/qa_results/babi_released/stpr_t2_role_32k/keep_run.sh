@@ -11,5 +11,5 @@ mkdir -p "$REPORT_DEST"
 cp "$O/report/stpr/seeds_$S/qa_external".{md,json} "$REPORT_DEST/"
 L=$O/ck/stpr_t2_s$S.log
 sed -n 's/.* | INFO | train | //p' "$L" > "$LINES_DEST/stpr_t2_s${S}_train.txt"
-sed -n 's/.* | INFO | valid | //p' "$L" > "$LINES_DEST/stpr_t2_s${S}_valid.txt"
+"$HERE/../../valid_lines.sh" "$L" "$LINES_DEST/stpr_t2_s${S}_valid.txt"
 PYTHONPATH=. python "$HERE/../run_summary.py" "$O/ck/stpr_t2_s$S" | tail -1

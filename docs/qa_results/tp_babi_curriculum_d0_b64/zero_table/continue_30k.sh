@@ -26,7 +26,7 @@ for s in $SEEDS; do
 done
 wait
 for s in $SEEDS; do
-  sed -n 's/.* | INFO | valid | //p' "$OUT/ck/t2_s$s.log" > "$REL/t2_s${s}_30k_valid.txt"
+  "$HERE/docs/qa_results/valid_lines.sh" "$OUT/ck/t2_s$s.log" "$REL/t2_s${s}_30k_valid.txt"
   "$HERE/docs/qa_results/tp_babi_rel/test_error.sh" "$OUT" "t2_s$s" "$OUT/data/bin/task2"
   python "$HERE/docs/qa_results/tp_babi_rel/task2_failure_modes.py" "$OUT/ck/t2_s$s.gen" > "$REL/t2_s${s}_30k_failure_modes.txt"
 done
