@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Fig. 1 with entity dropout on the names (ours, thirty-second session, 2026-11-28; docs/qa.md
+# "Entity dropout on the names").  The symbolic runs of commands.sh (64 buckets, 36,000 updates
+# at most, the same stop rule) with --entity-dropout RATE --entity-dropout-words @names: in
+# training each name of a story is, with probability RATE, read as a word unseen in training
+# (zero E row in and out, α at its initial value), so that the names' semantic rows cannot carry
+# the answer.  The seeds run side by side, one thread each.
+#   fig1_edrop.sh OUT NUM_NAMES [RATE] [SEEDS]   OUT as for commands.sh: OUT/data_nNUM_NAMES is
+#                                                made here when missing (commands.sh's options)
+#   fig1_edrop.sh /tmp/fig1 10000 0.5 "0 1 2"     the first runs; then "3 4" beside
+#   fig1_edrop.sh /tmp/fig1 1000 0.5 0              (seeds 0-2 ran under this script's first
+#                                                   version, fig1_n10000_edrop.sh: the same runs)
+# then every 10,000-name checkpoint on the test file and on it with every person renamed to a
+# word the dictionary lacks (commands.sh's rename_people.py output):
+#   nesyseq evaluate qa --checkpoint OUT/ck/n10000_edrop05_sS/checkpoint_best.pt (S = 0-2, then 0-4)
+#       --babi-file OUT/data_n10000/raw/qa1_test.txt --babi-file OUT/qa1_test_n10000_people.txt
+set -euo pipefail
+OUT=${1:?OUT} N=${2:?NUM_NAMES} RATE=${3:-0.5} SEEDS=${4:-"0 1 2"}
+HERE=$(cd "$(dirname "$0")" && pwd)
+DATA=$OUT/data_n$N/bin/task1
+if [ ! -f "$DATA/dict.src.txt" ]; then
+  python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n$N" --tasks 1 --num-names "$N" \
+      --train-stories 10000 --test-stories 1000 --seed 0
+fi
+# the generator's names (qa_generate.make_names, generator seed 0), one per line
+NAMES=$OUT/names_n$N.txt
+python -c "import sys; from data_prep.qa_generate import make_names; print('\n'.join(make_names(int(sys.argv[1]), 0)))" \
+    "$N" > "$NAMES.tmp"
+mv "$NAMES.tmp" "$NAMES"
+export STOP_BITS=0.008
+REL64="--dropout 0.1 --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 3 --encoder-relative-buckets 64"
+TAG=n${N}_edrop${RATE/./}_s
+run() {
+  local name=$TAG$1
+  "$HERE/train.sh" "$OUT" "$name" "$DATA" "$1" 36000 $REL64 --entity-dropout "$RATE" --entity-dropout-words "@$NAMES"
+  "$HERE/test_error.sh" "$OUT" "$name" "$DATA"
+  python "$HERE/../tp_babi_s10k/failure_modes.py" "$OUT/ck/$name.gen" > "$HERE/${name}_failure_modes.txt"
+  "$HERE/../valid_lines.sh" "$OUT/ck/$name.log" "$HERE/${name}_valid.txt"
+}
+mkdir -p "$OUT/ck"
+pids=() fail=0
+for s in $SEEDS; do run "$s" > "$OUT/ck/$TAG$s.out" 2>&1 & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p" || fail=1; done
+[ "$fail" = 0 ] || { echo "fig1_edrop.sh: a run failed, see $OUT/ck/$TAG*.out" >&2; exit 1; }
+# the gap table over every seed run so far at this name count and rate
+python "$HERE/gap_error.py" "$OUT"/ck/$TAG*.gen > "$HERE/${TAG%_s}_gap_error.txt"
