@@ -186,6 +186,20 @@ def external_csv(results: List[Dict]) -> str:
     return buf.getvalue()
 
 
+UNSEEN_SHOWN = 40
+
+
+def unseen_words_line(r, kept_in=None, shown: int = UNSEEN_SHOWN) -> str:
+    """One line naming a file's words unseen in training: the first ``shown`` of them and how many
+    more (a 10,000-name test file has thousands); the whole list is in ``kept_in`` when given."""
+    words = r["unseen_words"]
+    text = " ".join(words[:shown]) or "(none)"
+    if len(words) > shown:
+        where = f"all {len(words)} in {kept_in}" if kept_in else f"{len(words)} in all; --out keeps the list"
+        text += f" ... and {len(words) - shown} more ({where})"
+    return f"{r['file']}: words unseen in training: {text}"
+
+
 def run_external(args) -> int:
     if not args.checkpoint:
         raise UserError("--babi-file needs --checkpoint")
@@ -194,7 +208,7 @@ def run_external(args) -> int:
     text = external_table(results)
     print(text, end="")
     for r in results[:len(args.babi_file)]:
-        print(f"{r['file']}: words unseen in training: {' '.join(r['unseen_words']) or '(none)'}")
+        print(unseen_words_line(r, kept_in="qa_external.json" if args.out else None))
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

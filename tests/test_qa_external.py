@@ -184,3 +184,15 @@ def test_table_over_several_checkpoints_gives_mean_and_std_per_file():
     assert rows == ["| a.txt | 10 | 2.50 ± 1.50 (n=2) | 1.0 / 4.0 | 2 / 9 | 5 / 40 |",
                     "| b.txt | 10 | 30.00 ± 0.00 (n=2) | 30.0 / 30.0 | 2 / 9 | 5 / 40 |"]
     assert external_table([res("a.txt", "s0", 1.0)]).splitlines()[2].startswith("| a.txt | 10 | 1.00 | 1.0 |")
+
+
+def test_unseen_words_line_names_the_first_words_and_counts_the_rest():
+    from evaluations.qa_external import unseen_words_line
+
+    r = {"file": "f.txt", "unseen_words": [f"w{i}" for i in range(45)]}
+    line = unseen_words_line(r, kept_in="qa_external.json", shown=40)
+    assert line.startswith("f.txt: words unseen in training: w0 w1 ")
+    assert "w39 ... and 5 more (all 45 in qa_external.json)" in line and "w40" not in line
+    assert "45 in all; --out keeps the list" in unseen_words_line(r, shown=40)
+    assert unseen_words_line({"file": "g", "unseen_words": ["a", "b"]}) == "g: words unseen in training: a b"
+    assert unseen_words_line({"file": "g", "unseen_words": []}) == "g: words unseen in training: (none)"
