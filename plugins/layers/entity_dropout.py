@@ -11,7 +11,6 @@ per-word draw shared by the QA models and the symbolic transformer live here.
 from __future__ import annotations
 
 import logging
-import os
 from typing import List, Optional, Tuple
 
 import torch

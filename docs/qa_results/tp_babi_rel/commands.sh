@@ -91,11 +91,7 @@ python "$HERE/gap_error.py" "$OUT"/ck/n1000_rel_s0.gen "$OUT"/ck/n1000_rel_s0.tr
     "$OUT"/ck/n1000_rel_s0_24k.gen "$OUT"/ck/n1000_rel_s1.gen "$OUT"/ck/n1000_rel_s1_24k.gen \
     "$OUT"/ck/n1000_rel_s2.gen "$OUT"/ck/n1000_rel_s2_24k.gen "$OUT"/ck/n1000_plainrel_s0.gen \
     > "$HERE/n1000_gap_error.txt"
-python "$HERE/rename_people.py" "$OUT/data_n1000/raw/qa1_test.txt" "$N1000/dict.src.txt" "$OUT/qa1_test_n1000_people.txt"
-nesyseq evaluate qa --checkpoint "$OUT"/ck/n1000_rel_s0/checkpoint_best.pt \
-    --checkpoint "$OUT"/ck/n1000_rel_s1/checkpoint_best.pt --checkpoint "$OUT"/ck/n1000_rel_s2/checkpoint_best.pt \
-    --babi-file "$OUT/data_n1000/raw/qa1_test.txt" --babi-file "$OUT/qa1_test_n1000_people.txt" --out "$OUT/ext_n1000"
-cp "$OUT/ext_n1000/qa_external.md" "$HERE/n1000_people_renamed_external.md"
+"$HERE/renamed_eval.sh" "$OUT" 1000 "$HERE/n1000_people_renamed_external.md" "$OUT"/ck/n1000_rel_s{0,1,2}/checkpoint_best.pt
 # 64 relative buckets instead of 32 at 1,000 names (2026-11-26, twelfth session): the symbolic
 # model to 36,000 updates and its twin to 12,000, 3 seeds each, same stop rule; then the same
 # analyses as above
@@ -110,10 +106,7 @@ done
 python "$HERE/gap_error.py" "$OUT"/ck/n1000_rel64_s{0,1,2}.gen "$OUT"/ck/n1000_plainrel64_s{0,1,2}.gen > "$HERE/n1000_rel64_gap_error.txt"
 for s in 0 1 2; do keep_valid n1000_rel64_s$s; keep_valid n1000_plainrel64_s$s; done
 python "$HERE/plateau_exit.py" "$HERE"/n1000_rel64_s*_valid.txt "$HERE"/n1000_plainrel64_s*_valid.txt
-nesyseq evaluate qa --checkpoint "$OUT"/ck/n1000_rel64_s0/checkpoint_best.pt \
-    --checkpoint "$OUT"/ck/n1000_rel64_s1/checkpoint_best.pt --checkpoint "$OUT"/ck/n1000_rel64_s2/checkpoint_best.pt \
-    --babi-file "$OUT/data_n1000/raw/qa1_test.txt" --babi-file "$OUT/qa1_test_n1000_people.txt" --out "$OUT/ext_n1000_rel64"
-cp "$OUT/ext_n1000_rel64/qa_external.md" "$HERE/n1000_rel64_people_renamed_external.md"
+"$HERE/renamed_eval.sh" "$OUT" 1000 "$HERE/n1000_rel64_people_renamed_external.md" "$OUT"/ck/n1000_rel64_s{0,1,2}/checkpoint_best.pt
 # 64 relative buckets at 10 and 100 names (2026-11-26, thirteenth session): the Fig. 1 runs above
 # again with --encoder-relative-buckets 64, symbolic and twin, 3 seeds, 20,000 updates at most,
 # the same stop rule (two lanes, one per name count, run side by side)
@@ -163,8 +156,4 @@ python "$HERE/gap_error.py" "$OUT"/ck/n10000_rel64_s{0,1,2}.gen "$OUT"/ck/n10000
     > "$HERE/n10000_rel64_gap_error.txt"
 # every person of the 10,000-name test file renamed to a word the dictionary lacks (zero semantic
 # rows), the three symbolic checkpoints read on both files
-python "$HERE/rename_people.py" "$OUT/data_n10000/raw/qa1_test.txt" "$N10000/dict.src.txt" "$OUT/qa1_test_n10000_people.txt"
-nesyseq evaluate qa --checkpoint "$OUT"/ck/n10000_rel64_s0/checkpoint_best.pt \
-    --checkpoint "$OUT"/ck/n10000_rel64_s1/checkpoint_best.pt --checkpoint "$OUT"/ck/n10000_rel64_s2/checkpoint_best.pt \
-    --babi-file "$OUT/data_n10000/raw/qa1_test.txt" --babi-file "$OUT/qa1_test_n10000_people.txt" --out "$OUT/ext_n10000_rel64"
-cp "$OUT/ext_n10000_rel64/qa_external.md" "$HERE/n10000_rel64_people_renamed_external.md"
+"$HERE/renamed_eval.sh" "$OUT" 10000 "$HERE/n10000_rel64_people_renamed_external.md" "$OUT"/ck/n10000_rel64_s{0,1,2}/checkpoint_best.pt

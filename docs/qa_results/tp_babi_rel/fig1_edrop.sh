@@ -10,10 +10,10 @@
 #   fig1_edrop.sh /tmp/fig1 10000 0.5 "0 1 2"     the first runs; then "3 4" beside
 #   fig1_edrop.sh /tmp/fig1 1000 0.5 0              (seeds 0-2 ran under this script's first
 #                                                   version, fig1_n10000_edrop.sh: the same runs)
-# then every 10,000-name checkpoint on the test file and on it with every person renamed to a
-# word the dictionary lacks (commands.sh's rename_people.py output):
-#   nesyseq evaluate qa --checkpoint OUT/ck/n10000_edrop05_sS/checkpoint_best.pt (S = 0-2, then 0-4)
-#       --babi-file OUT/data_n10000/raw/qa1_test.txt --babi-file OUT/qa1_test_n10000_people.txt
+# At the end, every checkpoint of this name count and rate so far on the test file and on it with
+# every person renamed to a word the dictionary lacks (renamed_eval.sh; until the thirty-second
+# session's review this step was run by hand, for 10,000 names after seeds 0-2 and 0-4 and for
+# 1,000 names after seed 0).
 set -euo pipefail
 OUT=${1:?OUT} N=${2:?NUM_NAMES} RATE=${3:-0.5} SEEDS=${4:-"0 1 2"}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -44,3 +44,4 @@ for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ "$fail" = 0 ] || { echo "fig1_edrop.sh: a run failed, see $OUT/ck/$TAG*.out" >&2; exit 1; }
 # the gap table over every seed run so far at this name count and rate
 python "$HERE/gap_error.py" "$OUT"/ck/$TAG*.gen > "$HERE/${TAG%_s}_gap_error.txt"
+"$HERE/renamed_eval.sh" "$OUT" "$N" "$HERE/${TAG%_s}_people_renamed_external.md" "$OUT"/ck/$TAG*/checkpoint_best.pt
