@@ -5,8 +5,12 @@
 # training each name of a story is, with probability RATE, read as a word unseen in training
 # (zero E row in and out, α at its initial value), so that the names' semantic rows cannot carry
 # the answer.  The seeds run side by side, one thread each.
-#   fig1_edrop.sh OUT NUM_NAMES [RATE] [SEEDS]   OUT as for commands.sh: OUT/data_nNUM_NAMES is
-#                                                made here when missing (commands.sh's options)
+#   fig1_edrop.sh OUT NUM_NAMES [RATE] [SEEDS] [WORDS]
+#                                                OUT as for commands.sh: OUT/data_nNUM_NAMES is
+#                                                made here when missing (commands.sh's options);
+#                                                WORDS: names (the default, @names) or all (no
+#                                                word list: every distinct source word may be
+#                                                dropped; runs tagged ..._edropRATEall_sS)
 #   fig1_edrop.sh /tmp/fig1 10000 0.5 "0 1 2"     the first runs; then "3 4" beside
 #   fig1_edrop.sh /tmp/fig1 1000 0.5 0              (seeds 0-2 ran under this script's first
 #                                                   version, fig1_n10000_edrop.sh: the same runs)
@@ -15,7 +19,7 @@
 # session's review this step was run by hand, for 10,000 names after seeds 0-2 and 0-4 and for
 # 1,000 names after seed 0).
 set -euo pipefail
-OUT=${1:?OUT} N=${2:?NUM_NAMES} RATE=${3:-0.5} SEEDS=${4:-"0 1 2"}
+OUT=${1:?OUT} N=${2:?NUM_NAMES} RATE=${3:-0.5} SEEDS=${4:-"0 1 2"} WORDS=${5:-names}
 HERE=$(cd "$(dirname "$0")" && pwd)
 DATA=$OUT/data_n$N/bin/task1
 if [ ! -f "$DATA/dict.src.txt" ]; then
@@ -25,14 +29,18 @@ fi
 # the generator's names (qa_generate.make_names, generator seed 0), one per line
 NAMES=$OUT/names_n$N.txt
 python -c "import sys; from data_prep.qa_generate import make_names; print('\n'.join(make_names(int(sys.argv[1]), 0)))" \
-    "$N" > "$NAMES.tmp"
-mv "$NAMES.tmp" "$NAMES"
+    "$N" > "$NAMES.tmp.$$"
+mv "$NAMES.tmp.$$" "$NAMES"   # one tmp per call: two calls may run at once
 export STOP_BITS=0.008
 REL64="--dropout 0.1 --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 3 --encoder-relative-buckets 64"
-TAG=n${N}_edrop${RATE/./}_s
+case $WORDS in
+  names) LIST=(--entity-dropout-words "@$NAMES") TAG=n${N}_edrop${RATE/./}_s ;;
+  all) LIST=() TAG=n${N}_edrop${RATE/./}all_s ;;
+  *) echo "fig1_edrop.sh: WORDS must be names or all, got '$WORDS'" >&2; exit 2 ;;
+esac
 run() {
   local name=$TAG$1
-  "$HERE/train.sh" "$OUT" "$name" "$DATA" "$1" 36000 $REL64 --entity-dropout "$RATE" --entity-dropout-words "@$NAMES"
+  "$HERE/train.sh" "$OUT" "$name" "$DATA" "$1" 36000 $REL64 --entity-dropout "$RATE" ${LIST[@]+"${LIST[@]}"}
   "$HERE/test_error.sh" "$OUT" "$name" "$DATA"
   python "$HERE/../tp_babi_s10k/failure_modes.py" "$OUT/ck/$name.gen" > "$HERE/${name}_failure_modes.txt"
   "$HERE/../valid_lines.sh" "$OUT/ck/$name.log" "$HERE/${name}_valid.txt"
