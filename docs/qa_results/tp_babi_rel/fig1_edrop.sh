@@ -14,6 +14,12 @@
 #   fig1_edrop.sh /tmp/fig1 10000 0.5 "0 1 2"     the first runs; then "3 4" beside
 #   fig1_edrop.sh /tmp/fig1 1000 0.5 0              (seeds 0-2 ran under this script's first
 #                                                   version, fig1_n10000_edrop.sh: the same runs)
+#   fig1_edrop.sh /tmp/fig1 10 0.5 "0 1 2"  and  fig1_edrop.sh /tmp/fig1 100 0.5 "0 1 2"
+#                                                at once (thirty-third session), then beside them
+#   fig1_edrop.sh /tmp/fig1 10000 0.2 0  and  fig1_edrop.sh /tmp/fig1 10000 0.5 0 all
+#                                                and later  fig1_edrop.sh /tmp/fig1 10000 0.5 1 all
+#                                                and  fig1_edrop.sh /tmp/fig1 10000 0.8 0
+#                                                (the rate and word-list ablation, one seed each)
 # At the end, every checkpoint of this name count and rate so far on the test file and on it with
 # every person renamed to a word the dictionary lacks (renamed_eval.sh; until the thirty-second
 # session's review this step was run by hand, for 10,000 names after seeds 0-2 and 0-4 and for
