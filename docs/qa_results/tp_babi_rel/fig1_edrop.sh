@@ -23,7 +23,9 @@
 # At the end, every checkpoint of this name count and rate so far on the test file and on it with
 # every person renamed to a word the dictionary lacks (renamed_eval.sh; until the thirty-second
 # session's review this step was run by hand, for 10,000 names after seeds 0-2 and 0-4 and for
-# 1,000 names after seed 0).
+# 1,000 names after seed 0).  Two calls for the same count, rate and WORDS at once: the first to
+# finish also evaluates the other's checkpoint_best.pt mid-training; the last to finish rewrites
+# both reports with every final checkpoint (so it was for the two no-list seeds).
 set -euo pipefail
 OUT=${1:?OUT} N=${2:?NUM_NAMES} RATE=${3:-0.5} SEEDS=${4:-"0 1 2"} WORDS=${5:-names}
 HERE=$(cd "$(dirname "$0")" && pwd)
