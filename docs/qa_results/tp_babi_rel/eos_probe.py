@@ -13,11 +13,13 @@ from collections import Counter
 import torch
 from fairseq import checkpoint_utils
 
-import plugins  # noqa: F401  registers the models/tasks and the checkpoint safe globals
+from evaluations.qa_eval import load_state
 
 
 def main(ckpt: str, data: str, n: int = 256) -> None:
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([ckpt], arg_overrides={"data": data})
+    # the checkpoint read as `evaluate qa` reads it (checked paths, weights_only, plugins registered)
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([ckpt], arg_overrides={"data": data},
+                                                                    state=load_state(ckpt, data))
     model = models[0].eval()
     task.load_dataset("test")
     ds, d = task.dataset("test"), task.target_dictionary

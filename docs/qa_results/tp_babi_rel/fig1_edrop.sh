@@ -23,9 +23,10 @@
 # At the end, every checkpoint of this name count and rate so far on the test file and on it with
 # every person renamed to a word the dictionary lacks (renamed_eval.sh; until the thirty-second
 # session's review this step was run by hand, for 10,000 names after seeds 0-2 and 0-4 and for
-# 1,000 names after seed 0).  Two calls for the same count, rate and WORDS at once: the first to
-# finish also evaluates the other's checkpoint_best.pt mid-training; the last to finish rewrites
-# both reports with every final checkpoint (so it was for the two no-list seeds).
+# 1,000 names after seed 0).  Only finished runs (OUT/ck/NAME.finished, written after a run's last
+# step) enter these two reports, so a call does not read the runs of another call for the same
+# tag while they train (until the thirty-third session's review it did: the renamed report of the
+# first no-list seed held the second mid-training, until the second call rewrote it).
 set -euo pipefail
 OUT=${1:?OUT} N=${2:?NUM_NAMES} RATE=${3:-0.5} SEEDS=${4:-"0 1 2"} WORDS=${5:-names}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -42,22 +43,26 @@ mv "$NAMES.tmp.$$" "$NAMES"   # one tmp per call: two calls may run at once
 export STOP_BITS=0.008
 REL64="--dropout 0.1 --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 3 --encoder-relative-buckets 64"
 case $WORDS in
-  names) LIST=(--entity-dropout-words "@$NAMES") TAG=n${N}_edrop${RATE/./}_s ;;
-  all) LIST=() TAG=n${N}_edrop${RATE/./}all_s ;;
+  names) LIST=(--entity-dropout-words "@$NAMES") SUFFIX= ;;
+  all) LIST=() SUFFIX=all ;;
   *) echo "fig1_edrop.sh: WORDS must be names or all, got '$WORDS'" >&2; exit 2 ;;
 esac
+TAG=n${N}_edrop${RATE/./}${SUFFIX}_s
 run() {
   local name=$TAG$1
   "$HERE/train.sh" "$OUT" "$name" "$DATA" "$1" 36000 $REL64 --entity-dropout "$RATE" ${LIST[@]+"${LIST[@]}"}
   "$HERE/test_error.sh" "$OUT" "$name" "$DATA"
   python "$HERE/../tp_babi_s10k/failure_modes.py" "$OUT/ck/$name.gen" > "$HERE/${name}_failure_modes.txt"
   "$HERE/../valid_lines.sh" "$OUT/ck/$name.log" "$HERE/${name}_valid.txt"
+  touch "$OUT/ck/$name.finished"
 }
 mkdir -p "$OUT/ck"
 pids=() fail=0
 for s in $SEEDS; do run "$s" > "$OUT/ck/$TAG$s.out" 2>&1 & pids+=($!); done
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ "$fail" = 0 ] || { echo "fig1_edrop.sh: a run failed, see $OUT/ck/$TAG*.out" >&2; exit 1; }
-# the gap table over every seed run so far at this name count and rate
-python "$HERE/gap_error.py" "$OUT"/ck/$TAG*.gen > "$HERE/${TAG%_s}_gap_error.txt"
-"$HERE/renamed_eval.sh" "$OUT" "$N" "$HERE/${TAG%_s}_people_renamed_external.md" "$OUT"/ck/$TAG*/checkpoint_best.pt
+# the gap table and the renamed report over every finished run of this tag (this call's seeds
+# at least); RUNS: OUT/ck/NAME of each
+RUNS=("$OUT"/ck/$TAG*.finished); RUNS=("${RUNS[@]%.finished}")
+python "$HERE/gap_error.py" "${RUNS[@]/%/.gen}" > "$HERE/${TAG%_s}_gap_error.txt"
+"$HERE/renamed_eval.sh" "$OUT" "$N" "$HERE/${TAG%_s}_people_renamed_external.md" "${RUNS[@]/%//checkpoint_best.pt}"
