@@ -8,6 +8,7 @@
     nesyseq analyze roles     k-means of TP-Transformer role vectors (paper Fig. 3)
     nesyseq prepare entailment / evaluate entailment   logical entailment (TPRU, docs/tpru.md)
     nesyseq convert folnet    the authors' FOLNet checkpoint (*.pt + *.cfg) -> fairseq checkpoint (docs/folnet.md)
+    nesyseq convert export    a trained checkpoint's weights only (fp16), for re-evaluation
     nesyseq convert warm-start  a trained checkpoint re-indexed to another dictionary (curriculum; docs/qa.md)
     nesyseq tokenize wordpiece  BERT WordPiece tokenization of raw text (for converted FOLNet checkpoints)
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
@@ -48,6 +49,8 @@ COMMANDS = {
     ("evaluate", "entailment"): ("evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
     ("tokenize", "wordpiece"): ("data_prep.wordpiece", "BERT WordPiece tokenization (for converted FOLNet checkpoints)"),
     ("convert", "folnet"): ("plugins.models.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
+    ("convert", "export"): ("evaluations.export", "a trained checkpoint's weights only (fp16 or fp32), for re-evaluation"),
+    ("evaluate", "math-study"): ("evaluations.math_study", "the TP-T vs Transformer study's report: Table 1, Fig. 2, steps, paired bootstrap"),
     ("convert", "warm-start"): ("plugins.models.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
 }
 
