@@ -1,4 +1,4 @@
-"""``nesyseq evaluate math-study``: the report of ``nesyseq launch math_study``.
+"""``nesyseq analyze math-study``: the report of ``nesyseq launch math_study``.
 
 Reads the run folder the launcher wrote (``RUN/evaluate/seed=S/arch=A/``: ``best.json``, the
 ``steps.csv`` of every saved step and each step's ``results.csv``; ``RUN/roles/seed=S/``) and

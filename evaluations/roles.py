@@ -212,8 +212,9 @@ def write_cluster_report(rows, weighted: float, chance: float, out_png: Path, me
 def analyze_roles(checkpoint, data, module: str, out: Path, n: int = 128, k: int = 20,
                   head: int = 0, show: int = 24, seed: int = 0) -> Path:
     checkpoint, data = Path(checkpoint).resolve(), Path(data).resolve()
-    if not checkpoint.is_file():
-        raise UserError(f"--checkpoint {checkpoint}: no such file")
+    from nesyseq_common.cli_args import check_checkpoint_file
+
+    check_checkpoint_file(checkpoint)
     text_dir = data.parent / "text" if (data.parent / "text").is_dir() else data
     model, task = load_model(checkpoint, data)
     problems = sample_problems(text_dir, module, n, seed)
