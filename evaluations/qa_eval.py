@@ -359,12 +359,13 @@ def run(args) -> int:
     from nesyseq_common import cli_args
 
     cpu = cli_args.use_cpu(args)
+    default_subset = getattr(args, "subset", None) or "test"
     runs = [parse_run(t) for t in args.run]
     rows = []
     for run_ in runs:
         evaluated = []
         for r in expand_arms(run_):
-            subset = r.get("subset", args.subset)
+            subset = r.get("subset", default_subset)
             res = answer_error(r["ckpt"], r["data"], subset, args.batch_size, r.get("beta"), cpu=cpu)
             evaluated.append(dict(r, subset=subset, error=f"{res['error']:.2f}",
                                   questions=str(res["questions"]), valid_loss=res["valid_loss"]))

@@ -92,7 +92,7 @@ def _evaluate_arms(tmp_path, monkeypatch, run_specs, losses):
 
     from evaluations import qa_eval
 
-    monkeypatch.setattr(qa_eval, "answer_error", lambda ckpt, data, subset, bs, beta: {
+    monkeypatch.setattr(qa_eval, "answer_error", lambda ckpt, data, subset, bs, beta, cpu=True: {
         "error": losses[ckpt][0], "questions": 100, "valid_loss": losses[ckpt][1]})
     monkeypatch.setattr(qa_eval, "write_reports", lambda rows, out, label: _write(rows, out, label))
     args = argparse.Namespace(babi_file=None, run=run_specs, out=str(tmp_path), label="x", batch_size=8)

@@ -1,8 +1,8 @@
 """fairseq's SLURM distributed setup fails on CPU (gloo), e.g. 2 tasks in CI.
 
-fairseq/distributed/utils.py's ``_infer_slurm_init`` sets ``device_id = SLURM_LOCALID`` and
-``infer_init_method`` (:46) then calls ``torch.cuda.set_device(device_id)`` (:84) for every local
-rank > 0, which raises on a machine without CUDA.  Without CUDA there is no device to pick, so
+``_infer_slurm_init`` sets ``device_id = SLURM_LOCALID`` and ``infer_init_method``
+(fairseq/distributed/utils.py:46) then calls ``torch.cuda.set_device(device_id)`` (utils.py:84) for
+every local rank > 0, which raises on a machine without CUDA.  Without CUDA there is no device to pick, so
 while fairseq infers the init method we present local id 0; rank and world size still come from
 SLURM_PROCID / SLURM_NTASKS.  On a CUDA machine nothing changes.
 """
