@@ -52,7 +52,7 @@ TRY_IT_TESTS = {
     "folnet": "tests/test_folnet_cli.py::test_folnet_masked_lm",
     "tpru": "tests/test_tpru_classifier.py::test_end_to_end_fairseq_train_and_evaluate",
     "slurm": "tests/test_slurm.py::test_chain_array_status_collect_and_skip",
-    "gpu": "tests/test_math_e2e.py::trained",
+    "gpu": "tests/test_bf16_option.py::test_fairseq_train_bf16_on_cpu",
 }
 # commands the docs already use that land with another change (`nesyseq fetch`, the Table-2
 # experiment): skipped while absent, parsed like every other command once they exist
