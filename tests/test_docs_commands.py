@@ -125,8 +125,13 @@ def _one(words, env):
         elif not re.match(r"^\d*[<>]", w):
             kept.append(w)
     words = kept
+    if len(words) >= 4 and words[0] == "for" and words[2] == "in":  # a loop: its first value
+        env[words[1]] = words[3]
+        return
     while words:
-        if re.match(r"^\w+=", words[0]):
+        if words[0] in ("do", "then", "else"):
+            words = words[1:]
+        elif re.match(r"^\w+=", words[0]):
             if len(words) == 1:
                 name, value = words[0].split("=", 1)
                 env[name] = value
@@ -300,6 +305,8 @@ def test_block_reading():
     body = "B=data/x   # the folder\nOMP_NUM_THREADS=1 nice -n 10 fairseq-train $B \\\n  --max-update 5 && nesyseq evaluate qa | tee log"
     cmds = list(commands_of(body))
     assert cmds == [["fairseq-train", "data/x", "--max-update", "5"], ["nesyseq", "evaluate", "qa"], ["tee", "log"]]
+    loop = "for s in 1 2 3; do\n  fairseq-train d --seed $s\ndone"
+    assert list(commands_of(loop)) == [["fairseq-train", "d", "--seed", "1"], ["done"]]
     text = "x\n<!-- illustrative -->\n```bash\nfairseq-train d\n```\n```text\nnesyseq a\n```\n"
     assert [(lang, ill) for _, lang, ill, _ in fenced_blocks(text)] == [("bash", True), ("text", False)]
 
