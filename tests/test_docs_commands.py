@@ -193,7 +193,7 @@ def _parse_fairseq(words):
     tool, args = Path(words[0]).name, _with_our_user_dir(words[1:])
     assert "--user-dir" in args or any(a.startswith("--user-dir=") for a in args), "no --user-dir"
     for a in args:
-        assert not re.fullmatch(r"(--[\w-]+=)?\{[^}]*,[^}]*\}", a), f"{a}: bash expands this brace list"
+        assert not re.search(r"\{[^}]*,[^}]*\}", a), f"{a}: bash expands this brace list into several words"
         assert a not in ("...", "…") and not a.startswith("["), f"{a}: a placeholder, not an argument"
     parser = options.get_training_parser() if tool == "fairseq-train" else options.get_generation_parser()
     err = io.StringIO()
@@ -202,6 +202,8 @@ def _parse_fairseq(words):
             parsed = options.parse_args_and_arch(parser, input_args=args)
     except SystemExit:
         raise AssertionError(f"{tool} does not parse: {err.getvalue().strip()[-600:]}")
+    except RuntimeError:  # fairseq's parse_args_and_arch on a command without a known --arch
+        raise AssertionError(f"{tool}: no registered --arch")
     if tool == "fairseq-train":
         assert parsed.arch in ARCH_MODEL_REGISTRY, f"--arch {parsed.arch} is not a registered architecture"
         assert (parsed.max_update or 0) > 0 or (parsed.max_epoch or 0) > 0, \
@@ -212,8 +214,8 @@ def _parse_hydra(words):
     from fairseq.models import MODEL_REGISTRY
     from nesyseq_common.fairseq_cli import fairseq_bin, small_cpu_env
     _user_dir()
-    args = [("common.user_dir=" + str(ROOT / "user_dir")) if a.startswith("common.user_dir=") else a
-            for a in words[1:]]
+    args = [(a.split("=", 1)[0] + "=" + str(ROOT / "user_dir")) if a.lstrip("+").startswith("common.user_dir=")
+            else a for a in words[1:]]
     env = small_cpu_env(True)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     res = subprocess.run([fairseq_bin("fairseq-hydra-train"), *args, "--cfg", "job"], cwd=ROOT / "tests",
@@ -284,10 +286,11 @@ def test_a_bad_command_is_caught():
     bad = {
         "no stop": "fairseq-train d --user-dir user_dir --task translation --arch tp_transformer_math",
         "brace list": "fairseq-train d --user-dir user_dir --task entailment_pairs --arch tpru_classifier "
-                      "--cell {tpru,lstm,gru} --max-update 10",
+                      "--cell tpru --max-update 10 --save-dir ck/{tpru,lstm}",
         "placeholder": "fairseq-train d --user-dir user_dir --task entailment_pairs --arch tpru_classifier "
                        "[--num-roles N] --max-update 10",
         "unknown arch": "fairseq-train d --user-dir user_dir --task babi_qa --arch stpr_huge --max-update 10",
+        "no arch": "fairseq-train d --user-dir user_dir --task babi_qa --max-update 10",
     }
     for what, line in bad.items():
         (words,) = list(commands_of(line))
@@ -340,6 +343,9 @@ def test_guides_are_short_and_clean():
     for path in doc_files():
         text = path.read_text(encoding="utf-8")
         rel = path.relative_to(ROOT).as_posix()
+        outside = re.sub(r"^\s*(```+|~~~+).*?^\s*\1\s*$", "", text, flags=re.S | re.M)
+        indented = re.search(r"^(?: {4}|\t)(?:fairseq-train|fairseq-generate|fairseq-hydra-train|nesyseq) .*", outside, re.M)
+        assert not indented, f"{rel}: an indented command block ({indented.group(0)[:80]!r}); fence it so it is checked"
         for bad in ("/work/", "shared/papers", "fetch tool"):
             assert bad not in text, f"{rel} mentions {bad!r}"
         for m in re.finditer(r"(?i)\bsessions?\b", text):
