@@ -17,19 +17,23 @@ from slurm.experiment import build_plan, experiment_names
 
 REPO = Path(__file__).resolve().parents[1]
 # the keys an experiment leaves to the user (???), with any value of the right kind
-REQUIRED = {"wmt": ["corpus=/data/wmt"], "folnet_lm": ["corpus=/data/lm"]}
+REQUIRED = {"wmt": ["corpus=/data/wmt"], "folnet_lm": ["corpus=/data/lm"], "qa_table2": ["babi_dir=/data/babi/en-10k"]}
 
 
 def _accepts(argv, tmp_path):
     """Parse ``argv`` with the parser of the program it names, as the program would (SystemExit
     on an unknown option or a missing required one)."""
+    from fairseq import options
+
     prog = Path(argv[0]).name
     if prog == "nesyseq":
         from nesyseq_cli.main import build_parser, selected_command
 
-        build_parser(only=[selected_command(argv[1:])]).parse_args(argv[1:])
+        args = build_parser(only=[selected_command(argv[1:])]).parse_args(argv[1:])
+        if argv[1] == "train":   # nesyseq train's own options, then fairseq-train's command line
+            assert args.fairseq_args and not args.fairseq_args[0].startswith("-"), argv
+            options.parse_args_and_arch(options.get_training_parser(), input_args=args.fairseq_args)
         return
-    from fairseq import options
 
     parsers = {"fairseq-train": options.get_training_parser, "fairseq-preprocess": options.get_preprocessing_parser,
                "fairseq-eval-lm": options.get_eval_lm_parser}
