@@ -151,6 +151,18 @@ def valid_loss(state: dict) -> str:
     return "" if v is None else repr(float(v))
 
 
+def checkpoint_valid_loss(ckpt: str) -> str:
+    """:func:`valid_loss` of the checkpoint file ``ckpt`` (read with weights_only=True; no model is
+    built, so no data folder is needed)."""
+    import torch
+
+    import plugins.checkpoint_safety  # noqa: F401  the checkpoint classes torch.load may build
+
+    if not Path(ckpt).is_file():
+        raise UserError(f"--run ckpt={ckpt}: no such file")
+    return valid_loss(torch.load(ckpt, map_location="cpu", weights_only=True))
+
+
 def select_by_valid(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
     """Per (model, task, subset) of the plain rows (no ``split`` / ``names`` / ``beta``), with two
     or more distinct seeds that all have a valid loss: the row of the seed whose valid loss is
@@ -357,7 +369,7 @@ def choose_arm_only(run_: Dict[str, str], out: Path) -> Dict[str, str]:
     rows = []
     for arm in run_["arms"].split():
         ckpt = run_["ckpt"].replace("{arm}", arm)
-        rows.append(dict(run_, arm=arm, ckpt=ckpt, valid_loss=valid_loss(load_state(ckpt, run_["data"]))))
+        rows.append(dict(run_, arm=arm, ckpt=ckpt, valid_loss=checkpoint_valid_loss(ckpt)))
     chosen = choose_arm(run_, rows)
     out.mkdir(parents=True, exist_ok=True)
     record = {"model": run_["model"], "task": run_["task"], "seed": run_["seed"],
