@@ -103,6 +103,74 @@ def test_armed_stages_run_once_per_value_and_read_their_own_arm(tmp_path):
     assert default["train_task2"][0].argv[default["train_task2"][0].argv.index("--max-update") + 1] == "30000"
 
 
+BABI_WORDS = ["mary", "john", "sandra", "daniel", "fred", "bill", "jeff", "kitchen", "bedroom", "office", "garden",
+              "hallway", "bathroom", "apple", "football", "milk"]   # bAbI's people, rooms and objects
+
+
+def test_qa_table2_recipe_is_the_default_and_recipes_are_overrides(tmp_path):
+    """qa_table2's train stage with no override is the Table-2 recipe: stpr_babi, entity dropout 0.2 with
+    the initial-alpha read-out, one symbolic-position row per role, story dropout 0.3 and per-type
+    dropout 0.3 over bAbI's people; rooms; objects (the words written out here), with the training
+    set-up of the QA runs; recipe=shared and recipe=paper are the weaker recipes."""
+    def train_argv(*over):
+        plan = build_plan("qa_table2", ["babi_dir=/data/babi/en-10k", *over], tmp_path / "r", "seed=0,1")
+        jobs = {jobs[0].stage: jobs for jobs in plan.stages}
+        assert [len(jobs[s]) for s in ("prepare", "zero_shot", "train", "evaluate")] == [1, 1, 2, 2]
+        return jobs["train"][1].argv
+
+    argv = train_argv()
+    words, groups = ",".join(BABI_WORDS), ";".join([",".join(BABI_WORDS[:7]), ",".join(BABI_WORDS[7:13]), ",".join(BABI_WORDS[13:])])
+    recipe = ["--entity-dropout", "0.2", "--entity-dropout-init-alpha", "--symbolic-positions-per-role",
+              "--entity-dropout-story", "0.3", "--entity-dropout-words", words, "--entity-dropout-type", "0.3",
+              "--entity-dropout-groups", groups]
+    i = argv.index("--arch")
+    assert argv[i:i + 4 + len(recipe)] == ["--arch", "stpr_babi", "--adam-betas", "(0.9,0.99)", *recipe]
+    setup = " ".join(argv)
+    for opt in ("--optimizer adam --lr 0.001 --clip-norm 5.0 --batch-size 32 --max-update 32000",
+                "--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 10", "--seed 1 "):
+        assert opt in setup
+    assert argv[1] == str(tmp_path / "r" / "prepare" / "data" / "bin" / "task2")
+    paper = train_argv("recipe=paper")
+    assert not [a for a in paper if a.startswith(("--entity", "--symbolic"))]
+    shared = train_argv("recipe=shared")
+    assert "--symbolic-positions" in shared and "--symbolic-positions-per-role" not in shared
+    assert "--entity-dropout-type" not in shared and shared[shared.index("--entity-dropout-words") + 1] == words
+
+
+@pytest.mark.parametrize("words, named", [(["recipe=table3"], "recipe=table3: not one of table2, shared, paper"),
+                                          (["no_such_key=1"], "has no key 'no_such_key'"),
+                                          (["--array", "sead=0,1"], "--array sead=...")])
+def test_bad_overrides_are_refused_before_any_work(tmp_path, words, named):
+    """A wrong KEY=VALUE or array key: one line naming it, exit 2, and no run folder written."""
+    run_dir = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_table2", "babi_dir=/nowhere",
+                        "--executor", "local", "--run-dir", str(run_dir), *words], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and named in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not run_dir.exists()
+
+
+def test_curriculum_relative_tables_are_checked_before_any_work(tmp_path):
+    from nesyseq_common.errors import UserError
+
+    for bad, word in (("keep zeros", "'zeros'"), ("zero kept", "'kept'")):
+        with pytest.raises(UserError, match=re.escape(f"t2_relative_table={bad}: {word} is not one of keep, zero, zero-near")):
+            build_plan("qa_tp_curriculum", [f"t2_relative_table={bad}"], tmp_path / "r", "seed=0")
+    with pytest.raises(UserError, match="'nope' is not one of"):   # an array member is checked too
+        build_plan("qa_tp_curriculum", [], tmp_path / "r", "t2_relative_table=keep,nope")
+    # both training stages stop early at stop_bits through nesyseq train; stop_bits= trains to the budget
+    from nesyseq_cli.main import build_parser
+
+    parser = build_parser(only=[("train", None)])
+    for over, bound in (([], 0.008), (["stop_bits="], None), (["stop_bits=0.05"], 0.05)):
+        plan = build_plan("qa_tp_curriculum", over, tmp_path / "r", "seed=0")
+        trains = [jobs[0].argv for jobs in plan.stages if jobs[0].stage.startswith("train_")]
+        assert len(trains) == 2
+        for argv, task in zip(trains, (1, 2)):
+            args = parser.parse_args(argv[1:])
+            assert args.stop_at_best == bound and args.fairseq_args[0] == f"{tmp_path / 'r'}/prepare/data/bin/task{task}"
+
+
 def test_bad_arms_are_refused_naming_the_file_and_stage(tmp_path):
     from nesyseq_common.errors import UserError
 
@@ -222,3 +290,72 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
         assert any(k.startswith("encoder.layers.3.") for k in ck["model"]) and ck["cfg"]["model"]["encoder_layers"] == 4
         assert ck["cfg"]["model"]["encoder_relative_buckets"] == 6   # relative_buckets reaches both training stages
     assert t1_state["cfg"]["model"]["encoder_relative_buckets"] == 6
+
+
+def _babi_like(folder, n_train=80, n_test=10, seed=0):
+    """A tiny bAbI task-2 folder in the released naming scheme, with bAbI's people, rooms and
+    objects (so each zero-shot kind has words to rename)."""
+    import random
+
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("test", n_test)):
+        lines = []
+        for _ in range(n):
+            p, q = rng.sample(["Mary", "John", "Sandra", "Daniel"], 2)
+            o = rng.choice(["apple", "football", "milk"])
+            r1, r2, r3 = rng.sample(["kitchen", "bedroom", "office", "garden", "hallway", "bathroom"], 3)
+            lines += [f"1 {p} moved to the {r1}.", f"2 {q} went to the {r2}.", f"3 {p} picked up the {o}.",
+                      f"4 {p} travelled to the {r3}.", f"5 Where is the {o}?\t{r3}\t3 4"]
+        (folder / f"qa2_two-supporting-facts_{split}.txt").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def _launch(*words, timeout=600):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", *map(str, words)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow  # three local launches of a tiny stpr (8 and 16 updates) and one evaluation
+def test_qa_table2_runs_skips_finished_stages_and_resumes_an_interrupted_one(tmp_path):
+    """qa_table2 on a tiny bAbI-like folder: the zero-shot files and the evaluation on each; a train
+    stage interrupted after its checkpoint at update 8 (no DONE.json) continues from its own
+    checkpoint_last.pt to 16 updates with the weights of an uninterrupted 16-update run (one CPU
+    thread: bitwise), the finished stages before it are skipped, and a further launch skips all."""
+    babi = _babi_like(tmp_path / "babi" / "en-10k")
+    run, ref = tmp_path / "run", tmp_path / "ref"
+    common = ["qa_table2", "--executor", "local", f"babi_dir={babi}", "task=2", "--array", "seed=0"]
+    r = _launch(*common, "--run-dir", run, "max_update=8", "--stages", "prepare,zero_shot,train")
+    assert r.returncode == 0, r.stderr[-3000:]
+    train = run / "train" / "seed=0"
+    (train / "DONE.json").unlink()        # what a kill after the update-8 checkpoint leaves
+    logs = {s: (run / s / "stage.log").stat().st_mtime_ns for s in ("prepare", "zero_shot")}
+    r = _launch(*common, "--run-dir", run, "max_update=16")
+    assert r.returncode == 0, r.stderr[-3000:]
+    jobs = {j["stage"]: j["job_id"] for j in json.loads((run / "jobs.json").read_text())["jobs"]}
+    assert jobs["prepare"] == jobs["zero_shot"] == "skipped (complete)" and "skipped" not in jobs["train"] + jobs["evaluate"]
+    assert {s: (run / s / "stage.log").stat().st_mtime_ns for s in logs} == logs
+    log = (train / "stage.log").read_text()
+    assert f"Loaded checkpoint {train / 'checkpoints' / 'checkpoint_last.pt'}" in log.split("=== start 2")[1]
+    r = _launch(*common, "--run-dir", ref, "max_update=16", "--stages", "prepare,zero_shot,train")
+    assert r.returncode == 0, r.stderr[-3000:]
+    import torch
+    import plugins.checkpoint_safety  # noqa: F401
+
+    got = torch.load(train / "checkpoints" / "checkpoint_last.pt", weights_only=True)
+    want = torch.load(ref / "train" / "seed=0" / "checkpoints" / "checkpoint_last.pt", weights_only=True)
+    assert got["optimizer_history"][-1]["num_updates"] == want["optimizer_history"][-1]["num_updates"] == 16
+    assert got["model"].keys() == want["model"].keys()
+    assert all(torch.equal(got["model"][k], want["model"][k]) for k in got["model"])
+    # the evaluation: the released test file and its four renamings, each with its unseen words
+    results = json.loads((run / "evaluate" / "seed=0" / "results" / "qa_external.json").read_text())
+    unseen = {Path(x["file"]).name: len(x["unseen_words"]) for x in results}
+    assert unseen == {"qa2_test.txt": 0, "qa2_test_rooms.txt": 6, "qa2_test_objects.txt": 3,
+                      "qa2_test_people.txt": 4, "qa2_test_all.txt": 13}
+    # nothing left to do: every stage skipped, nothing rewritten
+    before = (train / "checkpoints" / "checkpoint_last.pt").stat().st_mtime_ns
+    r = _launch(*common, "--run-dir", run, "max_update=16")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {j["job_id"] for j in json.loads((run / "jobs.json").read_text())["jobs"]} == {"skipped (complete)"}
+    assert (train / "checkpoints" / "checkpoint_last.pt").stat().st_mtime_ns == before
