@@ -249,6 +249,10 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
         chosen = "keep" if arm_loss["keep"] < arm_loss["zero"] else "zero"   # zero is listed first: it wins a tie
         assert rows[1]["ckpt"] == str(best(s, chosen)) and rows[1]["error"] == rows[2 if chosen == "zero" else 3]["error"]
         assert [r["ckpt"] for r in rows[2:]] == [str(best(s, "zero")), str(best(s, "keep"))]
+        # the choose_task2 stage made the same choice, from the checkpoints alone
+        choice = json.loads((run_dir / "choose_task2" / f"seed={s}" / "arm_choice.json").read_text())
+        assert choice["chosen"] == chosen and choice["valid_loss"] == arm_loss
+        assert os.path.realpath(run_dir / "choose_task2" / f"seed={s}" / "checkpoint_best.pt") == str(best(s, chosen))
         for row in rows:
             errors.setdefault((row["model"], row["task"]), []).append(float(row["error"]))
             losses.setdefault((row["model"], row["task"]), []).append(float(row["valid_loss"]))
@@ -311,6 +315,31 @@ def _babi_like(folder, n_train=80, n_test=10, seed=0):
     return folder
 
 
+def test_zero_shot_files_of_a_bAbI_folder_task(tmp_path):
+    """prepare qa-zero-shot --babi-dir --task: the released test file copied byte for byte under the
+    generator's name, and each renaming changes exactly its kind's words (checked word by word)."""
+    from data_prep.qa_zero_shot import make_task_zero_shot
+    from nesyseq_common.errors import UserError
+
+    babi = _babi_like(tmp_path / "en", n_train=3, n_test=4)
+    out = tmp_path / "zs"
+    paths = make_task_zero_shot(str(babi), "2", ["rooms", "objects", "people", "all"], str(out))
+    assert [Path(p).name for p in paths] == ["qa2_test.txt", "qa2_test_rooms.txt", "qa2_test_objects.txt",
+                                             "qa2_test_people.txt", "qa2_test_all.txt"]
+    original = (babi / "qa2_two-supporting-facts_test.txt").read_bytes()
+    assert (out / "qa2_test.txt").read_bytes() == original
+    kinds = {"rooms": BABI_WORDS[7:13], "objects": BABI_WORDS[13:], "people": BABI_WORDS[:7]}
+    kinds["all"] = BABI_WORDS
+    for kind, words in kinds.items():
+        new = (out / f"qa2_test_{kind}.txt").read_text().split()
+        old = original.decode().split()
+        assert len(new) == len(old)
+        changed = {(a.strip(".?").lower(), b.strip(".?").lower()) for a, b in zip(old, new) if a != b}
+        assert changed and all(a in words and b not in BABI_WORDS for a, b in changed), (kind, changed)
+    with pytest.raises(UserError, match="--task 7: .* has no task 7"):
+        make_task_zero_shot(str(babi), "7", ["rooms"], str(tmp_path / "zs7"))
+
+
 def _launch(*words, timeout=600):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", *map(str, words)], cwd=REPO, env=env,
@@ -353,6 +382,14 @@ def test_qa_table2_runs_skips_finished_stages_and_resumes_an_interrupted_one(tmp
     unseen = {Path(x["file"]).name: len(x["unseen_words"]) for x in results}
     assert unseen == {"qa2_test.txt": 0, "qa2_test_rooms.txt": 6, "qa2_test_objects.txt": 3,
                       "qa2_test_people.txt": 4, "qa2_test_all.txt": 13}
+    # nesyseq collect: one row per test file (mean ± std over the array; here one member)
+    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run)], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {Path(row["file"]).name: row for row in csv.DictReader((run / "collect.csv").read_text().splitlines())}
+    assert sorted(rows) == sorted(unseen)
+    for x in results:
+        assert float(rows[Path(x["file"]).name]["error_mean"]) == pytest.approx(x["error"], abs=1e-3)
     # nothing left to do: every stage skipped, nothing rewritten
     before = (train / "checkpoints" / "checkpoint_last.pt").stat().st_mtime_ns
     r = _launch(*common, "--run-dir", run, "max_update=16")
