@@ -385,7 +385,7 @@ def choose_arm_only(run_: Dict[str, str], out: Path) -> Dict[str, str]:
 
 
 def run(args) -> int:
-    if args.choose_arm:
+    if getattr(args, "choose_arm", False):
         if getattr(args, "babi_file", None) or not args.run or len(args.run) != 1 or not args.out:
             raise UserError("--choose-arm takes one --run with arms= and --out DIR")
         chosen = choose_arm_only(parse_run(args.run[0]), Path(args.out))

@@ -198,12 +198,17 @@ def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[s
 def _check_choices(path: Path, base, cfg) -> None:
     """The yaml's optional ``choices: {KEY: [v1, v2, ...]}``: every whitespace-separated word of
     KEY must be one of them; checked before any job is built, naming the key and the value."""
+    from omegaconf.errors import OmegaConfBaseException
+
     choices = base.get("choices") or {}
     for key in choices:
         if key not in base:
             raise UserError(f"{path}: choices: {key!r} is not a key of the experiment")
         allowed = [str(c) for c in choices[key]]
-        raw = "" if cfg[key] is None else str(cfg[key])
+        try:
+            raw = "" if cfg[key] is None else str(cfg[key])
+        except OmegaConfBaseException as exc:
+            raise UserError(f"{path}: {key}: {exc}".splitlines()[0]) from None
         for word in raw.split():
             if word not in allowed:
                 raise UserError(f"{key}={raw}: {word!r} is not one of {', '.join(allowed)}")
