@@ -150,6 +150,24 @@ def test_bad_overrides_are_refused_before_any_work(tmp_path, words, named):
     assert not run_dir.exists()
 
 
+def test_qa_names_array_over_name_counts_gives_each_member_its_data(tmp_path):
+    """qa_names with --array num_names=10,1000: one data set per member, trained and evaluated on its
+    own, labelled with its name count; the model's options come from its entry in `models`."""
+    plan = build_plan("qa_names", ["model=tp_transformer_tiny_sym"], tmp_path / "r", "num_names=10,1000")
+    prep, train, ev = plan.stages
+    for p, t, e, n in zip(prep, train, ev, (10, 1000)):
+        data = tmp_path / "r" / "prepare" / f"num_names={n}" / "data"
+        assert p.argv[p.argv.index("--out") + 1] == str(data) and p.argv[p.argv.index("--num-names") + 1] == str(n)
+        assert t.argv[1] == str(data / "bin" / "task1")
+        i = t.argv.index("--arch")
+        assert t.argv[i:i + 4] == ["--arch", "tp_transformer_tiny", "--symbolic-embeddings", "--symbolic-output"]
+        assert f"names={n},ckpt={t.folder}/checkpoints/checkpoint_best.pt,data={data}/bin/task1" in e.argv[-1]
+    from nesyseq_common.errors import UserError
+
+    with pytest.raises(UserError, match="model=lstm: 'lstm' is not one of memnet, smn"):
+        build_plan("qa_names", ["model=lstm"], tmp_path / "r", None)
+
+
 def test_curriculum_relative_tables_are_checked_before_any_work(tmp_path):
     from nesyseq_common.errors import UserError
 
