@@ -168,6 +168,20 @@ def test_qa_names_array_over_name_counts_gives_each_member_its_data(tmp_path):
         build_plan("qa_names", ["model=lstm"], tmp_path / "r", None)
 
 
+def test_qa_zero_shot_evaluates_every_split_of_the_data_it_trained_on(tmp_path):
+    plan = build_plan("qa_zero_shot", ["model=tpr_rnn", "extra=[--entity-dropout,0.2]"], tmp_path / "r", "seed=3")
+    prep, train, ev = (jobs[0] for jobs in plan.stages)
+    data = tmp_path / "r" / "prepare" / "data" / "bin" / "task2"
+    assert prep.argv[prep.argv.index("--zero-shot") + 1] == "rooms,objects,people" and train.argv[1] == str(data)
+    i = train.argv.index("--arch")
+    assert train.argv[i:i + 6] == ["--arch", "tpr_rnn_babi", "--adam-betas", "(0.9,0.99)", "--entity-dropout", "0.2"]
+    runs = [ev.argv[k + 1] for k, a in enumerate(ev.argv) if a == "--run"]
+    ckpt = train.folder / "checkpoints" / "checkpoint_best.pt"
+    assert runs == [f"model=tpr_rnn,task=2,seed=3,split={s},subset={sub},ckpt={ckpt},data={data}"
+                    for s, sub in (("original", "test"), ("rooms", "test_rooms"), ("objects", "test_objects"),
+                                   ("people", "test_people"))]
+
+
 def test_curriculum_relative_tables_are_checked_before_any_work(tmp_path):
     from nesyseq_common.errors import UserError
 
