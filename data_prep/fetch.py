@@ -5,7 +5,8 @@
     nesyseq fetch babi --out data/babi --from ~/Downloads/tasks_1-20_v1-2.tar.gz
 
 Each file is downloaded to a temporary name inside ``--out``, its sha256 computed while it is
-written and compared with the table below; only a matching file is used.  An archive is
+written and compared with the table below; only a matching file is used (a URL that fails or
+serves another file is followed by the next one listed, if any).  An archive is
 extracted into a temporary folder inside ``--out`` (tar's "data" filter: no absolute paths, no
 ``..``, no links out of the folder) and its top-level entries are then renamed into place; a plain
 file is renamed into place.  A mismatch, a failed download or a bad archive is one line naming the
@@ -53,7 +54,7 @@ CHUNK = 1 << 20
 @dataclass(frozen=True)
 class Source:
     name: str                  # the file's name (what --from FILE is matched on)
-    urls: Tuple[str, ...]      # tried in order when a download fails (a mismatch is never retried)
+    urls: Tuple[str, ...]      # tried in order until one serves the file of this sha256
     sha256: str                # 64 hex digits, or UNKNOWN
     size: Optional[int] = None
     extract: bool = True       # an archive (extracted into --out) or a plain file (put in --out)
@@ -131,20 +132,31 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def _download(urls: Sequence[str], dest: Path) -> Tuple[str, str]:
-    """The first of ``urls`` that downloads, streamed to ``dest``; returns (url, sha256)."""
-    errors = []
-    for url in urls:
-        h = hashlib.sha256()
+def _download(url: str, dest: Path) -> str:
+    """``url`` streamed to ``dest``; returns its sha256."""
+    h = hashlib.sha256()
+    with urllib.request.urlopen(url, timeout=60) as resp, open(dest, "wb") as out:
+        while block := resp.read(CHUNK):
+            h.update(block)
+            out.write(block)
+    return h.hexdigest()
+
+
+def _download_verified(source: Source, dest: Path) -> Tuple[str, str]:
+    """The first URL of ``source`` whose file matches its sha256 (any file, for UNKNOWN), in
+    ``dest``; returns (url, sha256).  A failed download or another file tries the next URL."""
+    problems = []
+    for url in source.urls:
         try:
-            with urllib.request.urlopen(url, timeout=60) as resp, open(dest, "wb") as out:
-                while block := resp.read(CHUNK):
-                    h.update(block)
-                    out.write(block)
-            return url, h.hexdigest()
+            got = _download(url, dest)
         except (OSError, ValueError) as exc:   # URLError and HTTPError are OSErrors
-            errors.append(f"{url}: {exc}")
-    raise UserError(f"{dest.name}: download failed ({'; '.join(errors)}); nothing written "
+            problems.append(f"{url}: {exc}")
+            continue
+        if source.sha256 in (UNKNOWN, got):
+            return url, got
+        problems.append(f"{url}: sha256 {got} does not match the expected {source.sha256}")
+        dest.unlink()
+    raise UserError(f"{source.name}: {'; '.join(problems)}; nothing written "
                     f"(a copy obtained another way: --from FILE)")
 
 
@@ -222,7 +234,7 @@ def fetch(name: str, out, from_files: Sequence[str] = (), accept_checksum: bool 
                 got, origin = sha256_of(path), str(Path(local[src.name]).resolve())
             else:
                 path = work / src.name
-                origin, got = _download(src.urls, path)
+                origin, got = _download_verified(src, path)
                 where = origin
             _check(src, got, where, accept_checksum)
             if src.extract:

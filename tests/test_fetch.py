@@ -83,7 +83,7 @@ def test_from_a_local_copy(tmp_path):
     out = tmp_path / "out"
     F.fetch("toy", out, [str(arc)], datasets=table)
     assert (out / "tasks/en/qa1_single_test.txt").read_bytes() == FILES["tasks/en/qa1_single_test.txt"]
-    with pytest.raises(UserError, match="download failed"):   # and without it, the dead URL is an error
+    with pytest.raises(UserError, match=r"nowhere\.tar\.gz: .*--from FILE"):   # without it, the dead URL is an error
         F.fetch("toy", tmp_path / "out2", datasets=table)
     assert _left(tmp_path / "out2") == []
 
@@ -144,3 +144,19 @@ def test_a_plain_file_is_verified_and_placed(tmp_path):
     F.fetch("toy", out, datasets=_table(plain, _sha(plain), name="validate.txt", extract=False))
     assert (out / "validate.txt").read_bytes() == plain.read_bytes() and plain.exists()
     assert _left(out) == ["fetch_toy.json", "validate.txt"]
+
+
+def test_a_mirror_with_another_file_is_skipped_for_the_next_url(tmp_path):
+    good = _archive(tmp_path / "good.tar.gz")
+    other = _archive(tmp_path / "other.tar.gz", files={"x.txt": b"another release\n"})
+    src = F.Source("toy.tar.gz", (other.resolve().as_uri(), good.resolve().as_uri()), _sha(good))
+    table = {"toy": F.Dataset("toy", "v1", "https://example.org", "CC0", (src,))}
+    rec = F.fetch("toy", tmp_path / "out", datasets=table)
+    assert json.loads(rec.read_text())["files"]["toy.tar.gz"]["source"] == good.resolve().as_uri()
+    assert not (tmp_path / "out" / "x.txt").exists() and (tmp_path / "out" / "tasks").is_dir()
+    # only the other file: refused, naming the file and both checksums
+    src = F.Source("toy.tar.gz", (other.resolve().as_uri(),), _sha(good))
+    with pytest.raises(UserError) as err:
+        F.fetch("toy", tmp_path / "out2", datasets={"toy": F.Dataset("toy", "v1", "https://e.org", "CC0", (src,))})
+    assert "toy.tar.gz" in str(err.value) and _sha(other) in str(err.value) and _sha(good) in str(err.value)
+    assert _left(tmp_path / "out2") == []
