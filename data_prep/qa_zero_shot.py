@@ -13,6 +13,11 @@ unchanged.  The room map pairs the two lists of the paper in the order it gives 
 names no replacement objects or people, so those words are ours (``REPLACEMENTS``).  ``all``
 (ours) renames the three kinds at once.
 
+``--babi-dir DIR --task N`` takes task N's test file from a bAbI folder (either naming scheme,
+``data_prep/qa_babi.discover_tasks``) and writes names that do not depend on the release's task
+title: ``OUT/qaN_test.txt`` (the test file, copied) and ``OUT/qaN_test_{kind}.txt``, the names of
+``prepare qa --generate --zero-shot`` (configs/experiments/qa_table2.yaml reads them).
+
 Writes ``OUT/{stem}_{kind}.txt`` per kind (a kind none of whose words occurs in the file, e.g.
 objects in task 1, is skipped with a note; none at all is an error) and ``OUT/zero_shot_map.json`` (the word map used),
 atomically.  Evaluate a checkpoint on them with ``nesyseq evaluate qa --checkpoint CK
@@ -125,17 +130,50 @@ def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
     return paths
 
 
+def make_task_zero_shot(babi_dir: str, task: str, kinds: Sequence[str], out: str) -> List[str]:
+    """Task ``task``'s test file of the bAbI folder ``babi_dir`` copied to ``out/qa{task}_test.txt``
+    and its renamings ``out/qa{task}_test_{kind}.txt``; returns the paths, the copy first."""
+    from data_prep.qa_babi import discover_tasks
+    from nesyseq_common.atomic import atomic_write_bytes
+
+    tasks = discover_tasks(babi_dir)
+    try:
+        number = int(str(task))
+    except ValueError:
+        number = None
+    if number not in tasks:
+        raise UserError(f"--task {task}: {babi_dir} has no task {task} (tasks: {', '.join(map(str, sorted(tasks)))})")
+    with open(tasks[number]["test"], "rb") as f:
+        data = f.read()
+    os.makedirs(out, exist_ok=True)
+    copy = os.path.join(out, f"qa{number}_test.txt")
+    atomic_write_bytes(copy, data)
+    return [copy] + make_zero_shot(copy, kinds, out)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from data_prep.qa_cli import zero_shot_kinds
 
-    parser.add_argument("--babi-file", action="append", required=True, metavar="FILE",
-                        help="a bAbI-format test file (repeatable)")
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--babi-file", action="append", metavar="FILE",
+                     help="a bAbI-format test file (repeatable)")
+    src.add_argument("--babi-dir", metavar="DIR", help="a bAbI folder; with --task N: that task's test file, "
+                     "written as OUT/qaN_test.txt beside OUT/qaN_test_KIND.txt")
+    parser.add_argument("--task", metavar="N", help="with --babi-dir: the task number")
     parser.add_argument("--kinds", type=zero_shot_kinds, default=list(KINDS), metavar="KIND[,KIND...]",
                         help="rooms, objects, people (paper Table 2), all (ours: the three at once)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
 
 
 def run(args) -> int:
+    if args.babi_dir:
+        if not args.task:
+            raise UserError("--babi-dir needs --task N")
+        for path in make_task_zero_shot(args.babi_dir, args.task, args.kinds, args.out):
+            print(path)
+        return 0
+    if args.task:
+        raise UserError("--task goes with --babi-dir (a --babi-file is one task's file already)")
     for babi_file in args.babi_file:
         for path in make_zero_shot(babi_file, args.kinds, args.out):
             print(path)

@@ -24,9 +24,11 @@ A ``--run`` with ``arms=V1 V2 ...`` (space-separated) and ``{arm}`` in its ``ckp
 checkpoint per arm (``{arm}`` replaced by each value; the launch config's task-2 stage trained
 from both relative-position tables, ``t2_relative_table=keep zero``): each arm gets a row of its
 own, model ``MODEL_V``, and the row ``MODEL`` is the arm whose checkpoint has the lowest
-validation loss (the first listed on a tie), the choice made without the test (ours; the same
-rule as ``configs/qa_tp_babi_curriculum.sh`` with ``T2_RELATIVE="keep zero"``).  With one value
-it is a plain run.
+validation loss (the first listed on a tie), the choice made without the test (ours).  With one
+value it is a plain run.  :func:`choose_arm` is that rule, the only one: ``--choose-arm`` applies
+it without any test (the launch config's ``choose_task2`` stage): for one ``--run`` with ``arms=``
+it reads each arm's checkpoint validation loss and writes ``OUT/arm_choice.json`` and
+``OUT/checkpoint_best.pt``, a link to the chosen arm's checkpoint.
 
 Writes ``qa_results.csv`` (one row per run), ``qa_table.md`` (per model: error per task, mean
 error, tasks passed; a zero-shot table when ``split`` labels are given; the names sweep when
@@ -61,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cli_args.add_out(parser, "qa_eval/ beside the first checkpoint; required with --run")
     cli_args.add_subset(parser, "test", "the split a --run without subset= scores")
     cli_args.add_cpu(parser)
+    parser.add_argument("--choose-arm", action="store_true",
+                        help="with one --run that has arms=: no test, only the arm of lowest valid loss -> "
+                        "OUT/arm_choice.json and OUT/checkpoint_best.pt (a link to its checkpoint)")
     parser.add_argument("--label", default="bAbI-style", help="data label used in titles (bAbI / bAbI-style)")
     parser.add_argument("--batch-size", type=int, default=256, help="questions per forward pass")
     ext = parser.add_argument_group("a trained checkpoint on bAbI-format files it never saw "
@@ -106,8 +111,11 @@ def expand_arms(run: Dict[str, str]) -> List[Dict[str, str]]:
 
 
 def choose_arm(run: Dict[str, str], arm_rows: List[Dict[str, str]]) -> Dict[str, str]:
-    """The row ``run['model']`` of a ``--run`` with two or more arms: a copy of the evaluated arm
-    row whose ``valid_loss`` is lowest (the first on a tie), with ``arm_losses`` for the report."""
+    """The arm rule, the one place it is written: of the rows of a ``--run``'s arms (keys ``arm``,
+    ``ckpt``, ``valid_loss``: the checkpoint's ``extra_state["val_loss"]``), a copy of the row
+    whose ``valid_loss`` is lowest, the first listed on a tie, as the row ``run['model']``, with
+    ``chosen_arm`` and ``arm_losses`` for the report.  A row without a loss is an error: no arm
+    is chosen by looking at the test."""
     missing = [r["ckpt"] for r in arm_rows if not r.get("valid_loss")]
     if missing:
         raise UserError(f"--run model={run['model']},arms={run['arms']}: {missing[0]} has no validation loss "
@@ -144,6 +152,18 @@ def valid_loss(state: dict) -> str:
     "" for one saved without it (e.g. a ``convert warm-start`` file)."""
     v = (state.get("extra_state") or {}).get("val_loss")
     return "" if v is None else repr(float(v))
+
+
+def checkpoint_valid_loss(ckpt: str) -> str:
+    """:func:`valid_loss` of the checkpoint file ``ckpt`` (read with weights_only=True; no model is
+    built, so no data folder is needed)."""
+    import torch
+
+    import plugins.checkpoint_safety  # noqa: F401  the checkpoint classes torch.load may build
+
+    if not Path(ckpt).is_file():
+        raise UserError(f"--run ckpt={ckpt}: no such file")
+    return valid_loss(torch.load(ckpt, map_location="cpu", weights_only=True))
 
 
 def select_by_valid(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
@@ -347,7 +367,40 @@ def write_reports(rows: List[Dict[str, str]], out: Path, label: str) -> Dict[str
     return paths
 
 
+def choose_arm_only(run_: Dict[str, str], out: Path) -> Dict[str, str]:
+    """``--choose-arm``: the arm of lowest validation loss of one ``--run`` (:func:`choose_arm`,
+    losses read from the checkpoints, no test) -> ``out/arm_choice.json`` and
+    ``out/checkpoint_best.pt``, a relative link to the chosen checkpoint (both replaced atomically)."""
+    import json
+    import os
+
+    if "arms" not in run_:
+        raise UserError(f"--choose-arm: the --run has no arms= to choose from (model={run_['model']})")
+    rows = []
+    for arm in run_["arms"].split():
+        ckpt = run_["ckpt"].replace("{arm}", arm)
+        rows.append(dict(run_, arm=arm, ckpt=ckpt, valid_loss=checkpoint_valid_loss(ckpt)))
+    chosen = choose_arm(run_, rows)
+    out.mkdir(parents=True, exist_ok=True)
+    record = {"model": run_["model"], "task": run_["task"], "seed": run_["seed"],
+              "valid_loss": {r["arm"]: float(r["valid_loss"]) for r in rows},
+              "chosen": chosen["chosen_arm"], "checkpoint": chosen["ckpt"]}
+    link, tmp = out / "checkpoint_best.pt", out / f".checkpoint_best.pt.tmp-{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(os.path.relpath(chosen["ckpt"], out), tmp)
+    os.replace(tmp, link)
+    atomic_write_bytes(str(out / "arm_choice.json"), (json.dumps(record, indent=1) + "\n").encode())
+    return chosen
+
+
 def run(args) -> int:
+    if getattr(args, "choose_arm", False):
+        if getattr(args, "babi_file", None) or not args.run or len(args.run) != 1 or not args.out:
+            raise UserError("--choose-arm takes one --run with arms= and --out DIR")
+        chosen = choose_arm_only(parse_run(args.run[0]), Path(args.out))
+        print(f"chosen: {chosen['chosen_arm']} (valid loss per arm: {chosen['arm_losses']})")
+        return 0
     if getattr(args, "babi_file", None):
         if args.run:
             raise UserError("give either --run or --checkpoint/--babi-file, not both")

@@ -12,6 +12,8 @@
     nesyseq convert warm-start  a trained checkpoint re-indexed to another dictionary (curriculum; docs/qa.md)
     nesyseq tokenize wordpiece  BERT WordPiece tokenization of raw text (for converted FOLNet checkpoints)
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
+    nesyseq fetch NAME        download an external dataset, verify its sha256, extract it
+    nesyseq train             fairseq-train, optionally stopped at a best valid loss (--stop-at-best)
 
 Each subcommand lives with the code it drives (``data_prep``, ``evaluations``,
 ...); a module only needs ``add_arguments(parser)`` and ``run(args)``.  To add one, add a
@@ -42,6 +44,10 @@ COMMANDS = {
     ("prepare", "qa-zero-shot"): ("data_prep.qa_zero_shot", "the paper's zero-shot test files: bAbI test files with unseen rooms / objects / people"),
     ("evaluate", "qa"): ("evaluations.qa_eval", "answer error of babi_qa checkpoints: table, CSV, PNGs"),
     ("quickstart", None): ("nesyseq_cli.quickstart", "small end-to-end Mathematics Dataset run"),
+    ("fetch", None): ("data_prep.fetch", "download an external dataset (bAbI, logical entailment, WMT'14 en-de), "
+                      "verify its sha256 and extract it"),
+    ("train", None): ("slurm.train_until", "fairseq-train in this process, optionally stopped once a saved "
+                      "checkpoint's valid loss reaches a bound (--stop-at-best)"),
     ("launch", None): ("slurm.launcher", "run an experiment's stages as SLURM (or local) jobs"),
     ("status", None): ("slurm.status", "state of every job of a launched run, and failure causes"),
     ("collect", None): ("slurm.collect", "one mean ± std table and plot over a run's job array"),

@@ -23,10 +23,23 @@ armed stage before it through ``${array_suffix}${arm_suffix}``; a later stage wi
 KEY's whole list (``nesyseq evaluate qa``'s ``arms=`` and ``{arm}`` in ``ckpt=`` read every arm).
 
 Commands are argv lists, never shell strings: every value reaches the program as one argument,
-whatever it contains.
+whatever it contains.  A list inside an argv (an interpolated list key, e.g. ``"${recipes.${recipe}}"``
+in qa_table2.yaml) is spliced into it, one argument per item; an empty string drops out.
+
+An optional ``choices: {KEY: [v1, v2, ...]}`` lists the values a key may take (each
+whitespace-separated word of it): a value outside them is refused before any job is built, with
+the key named.
+
+Resolvers besides OmegaConf's own (values computed by project code, recorded resolved in each
+job's config.yaml): ``${babi_entities:words}`` and ``${babi_entities:groups}``, bAbI's people,
+rooms and objects as ``--entity-dropout-words`` / ``--entity-dropout-groups`` read them
+(data_prep/qa_zero_shot.py ``entity_words`` / ``entity_groups``); ``${abspath:PATH}``, PATH
+made absolute against the launching folder (a stage runs in its own job folder).
 """
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
@@ -63,6 +76,32 @@ class Plan:
     stages: List[List[Job]] = field(default_factory=list)  # stage -> its jobs (array members)
 
 
+def _babi_entities(what: str) -> str:
+    from data_prep.qa_zero_shot import entity_groups, entity_words
+
+    table = {"words": entity_words, "groups": entity_groups}
+    if what not in table:
+        raise UserError(f"${{babi_entities:{what}}}: expected words or groups")
+    return table[what]()
+
+
+def _abspath(path) -> str:
+    if path is None or str(path) == "":
+        raise UserError("${abspath:...}: an empty path")
+    return os.path.abspath(os.path.expanduser(str(path)))
+
+
+RESOLVERS = {"babi_entities": _babi_entities, "abspath": _abspath}
+
+
+def register_resolvers() -> None:
+    from omegaconf import OmegaConf
+
+    for name, fn in RESOLVERS.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)
+
+
 def experiment_names() -> List[str]:
     """The yamls of configs/experiments/ that `nesyseq launch` runs (a ``stages:`` list); the
     others there are Hydra configs for fairseq-hydra-train (wmt_en_de.yaml)."""
@@ -73,6 +112,7 @@ def experiment_names() -> List[str]:
 def load_experiment(name: str):
     from omegaconf import OmegaConf
 
+    register_resolvers()
     path = Path(name)
     if not path.suffix:
         path = EXPERIMENTS / f"{name}.yaml"
@@ -124,7 +164,7 @@ def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[s
     except Exception as exc:
         raise UserError(f"override {overrides}: {exc}".splitlines()[0]) from None
     for key in over.keys():
-        if key not in list(base.keys()) and key != "stages":
+        if key not in list(base.keys()) or key in ("stages", "choices"):
             raise UserError(f"override {key}=...: {path} has no key {key!r}")
     if "stages" not in base:
         raise UserError(f"{path}: no 'stages' list")
@@ -134,6 +174,9 @@ def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[s
     for key in (values[0] or {}):
         if key not in list(base.keys()):
             raise UserError(f"--array {key}=...: {path} has no key {key!r}")
+    for value in values:
+        member = OmegaConf.from_dotlist([f"{k}={v}" for k, v in (value or {}).items()])
+        _check_choices(path, base, OmegaConf.merge(base, over, member))
     for stage_cfg in base.stages:
         sname = stage_cfg.get("name")
         if not sname:
@@ -150,6 +193,25 @@ def build_plan(name: str, overrides: List[str], run_dir: Path, array: Optional[s
                 jobs.append(_job(base, path, sname, over, member, value, arm_key, arm, run_dir, derived))
         plan.stages.append(jobs)
     return plan
+
+
+def _check_choices(path: Path, base, cfg) -> None:
+    """The yaml's optional ``choices: {KEY: [v1, v2, ...]}``: every whitespace-separated word of
+    KEY must be one of them; checked before any job is built, naming the key and the value."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    choices = base.get("choices") or {}
+    for key in choices:
+        if key not in base:
+            raise UserError(f"{path}: choices: {key!r} is not a key of the experiment")
+        allowed = [str(c) for c in choices[key]]
+        try:
+            raw = "" if cfg[key] is None else str(cfg[key])
+        except OmegaConfBaseException as exc:
+            raise UserError(f"{path}: {key}: {exc}".splitlines()[0]) from None
+        for word in raw.split():
+            if word not in allowed:
+                raise UserError(f"{key}={raw}: {word!r} is not one of {', '.join(allowed)}")
 
 
 def _arm_values(path: Path, sname: str, key: str, cfg) -> List[str]:
@@ -193,16 +255,42 @@ def _job(base, path, sname, over, member, array_value, arm_key, arm, run_dir, de
         stage = OmegaConf.to_container(cfg.stages[idx], resolve=True)
         resolved = OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException as exc:
-        raise UserError(f"{path}: stage {sname}: {exc}".splitlines()[0]) from None
+        raise UserError(_choice_error(cfg, over, member, exc) or f"{path}: stage {sname}: {exc}".splitlines()[0]) from None
     resolved.pop("stages")
     resolved["stage"] = stage
-    argv = [str(a) for a in stage.get("argv") or [] if str(a) != ""]  # "" drops an optional flag
+    argv = [a for a in _splice(stage.get("argv") or []) if a != ""]  # "" drops an optional flag
     if not argv:
         raise UserError(f"{path}: stage {sname} has no argv")
     return Job(stage=sname, folder=folder, argv=_resolve_argv(argv),
                outputs=[Path(p) for p in stage.get("outputs") or []],
                checkpointable=bool(stage.get("checkpointable", False)), config=resolved,
                array_value=(dict(array_value or {}, **{arm_key: arm}) if arm_key else array_value))
+
+
+def _splice(argv) -> List[str]:
+    out = []
+    for a in argv:
+        if isinstance(a, (list, tuple)):
+            out += _splice(a)
+        else:
+            out.append("" if a is None else str(a))
+    return out
+
+
+def _choice_error(cfg, over, member, exc) -> Optional[str]:
+    """``recipe=foo`` where the yaml reads ``${recipes.${recipe}}``: name the override and the
+    values it may take, not only OmegaConf's missing interpolation key."""
+    from omegaconf import DictConfig
+
+    m = re.search(r"Interpolation key '(\w+)\.([^']+)' not found", str(exc))
+    if not m or not isinstance(cfg.get(m.group(1)), DictConfig):
+        return None
+    for source in (member, over):
+        for key in source.keys():
+            if str(source[key]) == m.group(2):
+                return (f"{key}={m.group(2)}: not one of {', '.join(map(str, cfg[m.group(1)].keys()))} "
+                        f"(the keys of {m.group(1)})")
+    return None
 
 
 def git_commit() -> str:

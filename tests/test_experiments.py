@@ -17,19 +17,23 @@ from slurm.experiment import build_plan, experiment_names
 
 REPO = Path(__file__).resolve().parents[1]
 # the keys an experiment leaves to the user (???), with any value of the right kind
-REQUIRED = {"wmt": ["corpus=/data/wmt"], "folnet_lm": ["corpus=/data/lm"]}
+REQUIRED = {"wmt": ["corpus=/data/wmt"], "folnet_lm": ["corpus=/data/lm"], "qa_table2": ["babi_dir=/data/babi/en-10k"]}
 
 
 def _accepts(argv, tmp_path):
     """Parse ``argv`` with the parser of the program it names, as the program would (SystemExit
     on an unknown option or a missing required one)."""
+    from fairseq import options
+
     prog = Path(argv[0]).name
     if prog == "nesyseq":
         from nesyseq_cli.main import build_parser, selected_command
 
-        build_parser(only=[selected_command(argv[1:])]).parse_args(argv[1:])
+        args = build_parser(only=[selected_command(argv[1:])]).parse_args(argv[1:])
+        if argv[1] == "train":   # nesyseq train's own options, then fairseq-train's command line
+            assert args.fairseq_args and not args.fairseq_args[0].startswith("-"), argv
+            options.parse_args_and_arch(options.get_training_parser(), input_args=args.fairseq_args)
         return
-    from fairseq import options
 
     parsers = {"fairseq-train": options.get_training_parser, "fairseq-preprocess": options.get_preprocessing_parser,
                "fairseq-eval-lm": options.get_eval_lm_parser}
@@ -97,6 +101,106 @@ def test_armed_stages_run_once_per_value_and_read_their_own_arm(tmp_path):
     for j in default["train_task2"] + default["train_task1"]:
         assert j.argv[j.argv.index("--encoder-relative-buckets") + 1] == "64"
     assert default["train_task2"][0].argv[default["train_task2"][0].argv.index("--max-update") + 1] == "30000"
+
+
+BABI_WORDS = ["mary", "john", "sandra", "daniel", "fred", "bill", "jeff", "kitchen", "bedroom", "office", "garden",
+              "hallway", "bathroom", "apple", "football", "milk"]   # bAbI's people, rooms and objects
+
+
+def test_qa_table2_recipe_is_the_default_and_recipes_are_overrides(tmp_path):
+    """qa_table2's train stage with no override is the Table-2 recipe: stpr_babi, entity dropout 0.2 with
+    the initial-alpha read-out, one symbolic-position row per role, story dropout 0.3 and per-type
+    dropout 0.3 over bAbI's people; rooms; objects (the words written out here), with the training
+    set-up of the QA runs; recipe=shared and recipe=paper are the weaker recipes."""
+    def train_argv(*over):
+        plan = build_plan("qa_table2", ["babi_dir=/data/babi/en-10k", *over], tmp_path / "r", "seed=0,1")
+        jobs = {jobs[0].stage: jobs for jobs in plan.stages}
+        assert [len(jobs[s]) for s in ("prepare", "zero_shot", "train", "evaluate")] == [1, 1, 2, 2]
+        return jobs["train"][1].argv
+
+    argv = train_argv()
+    words, groups = ",".join(BABI_WORDS), ";".join([",".join(BABI_WORDS[:7]), ",".join(BABI_WORDS[7:13]), ",".join(BABI_WORDS[13:])])
+    recipe = ["--entity-dropout", "0.2", "--entity-dropout-init-alpha", "--symbolic-positions-per-role",
+              "--entity-dropout-story", "0.3", "--entity-dropout-words", words, "--entity-dropout-type", "0.3",
+              "--entity-dropout-groups", groups]
+    i = argv.index("--arch")
+    assert argv[i:i + 4 + len(recipe)] == ["--arch", "stpr_babi", "--adam-betas", "(0.9,0.99)", *recipe]
+    setup = " ".join(argv)
+    for opt in ("--optimizer adam --lr 0.001 --clip-norm 5.0 --batch-size 32 --max-update 32000",
+                "--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 10", "--seed 1 "):
+        assert opt in setup
+    assert argv[1] == str(tmp_path / "r" / "prepare" / "data" / "bin" / "task2")
+    paper = train_argv("recipe=paper")
+    assert not [a for a in paper if a.startswith(("--entity", "--symbolic"))]
+    shared = train_argv("recipe=shared")
+    assert "--symbolic-positions" in shared and "--symbolic-positions-per-role" not in shared
+    assert "--entity-dropout-type" not in shared and shared[shared.index("--entity-dropout-words") + 1] == words
+
+
+@pytest.mark.parametrize("words, named", [(["recipe=table3"], "recipe=table3: not one of table2, shared, paper"),
+                                          (["no_such_key=1"], "has no key 'no_such_key'"),
+                                          (["--array", "sead=0,1"], "--array sead=...")])
+def test_bad_overrides_are_refused_before_any_work(tmp_path, words, named):
+    """A wrong KEY=VALUE or array key: one line naming it, exit 2, and no run folder written."""
+    run_dir = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_table2", "babi_dir=/nowhere",
+                        "--executor", "local", "--run-dir", str(run_dir), *words], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and named in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not run_dir.exists()
+
+
+def test_qa_names_array_over_name_counts_gives_each_member_its_data(tmp_path):
+    """qa_names with --array num_names=10,1000: one data set per member, trained and evaluated on its
+    own, labelled with its name count; the model's options come from its entry in `models`."""
+    plan = build_plan("qa_names", ["model=tp_transformer_tiny_sym"], tmp_path / "r", "num_names=10,1000")
+    prep, train, ev = plan.stages
+    for p, t, e, n in zip(prep, train, ev, (10, 1000)):
+        data = tmp_path / "r" / "prepare" / f"num_names={n}" / "data"
+        assert p.argv[p.argv.index("--out") + 1] == str(data) and p.argv[p.argv.index("--num-names") + 1] == str(n)
+        assert t.argv[1] == str(data / "bin" / "task1")
+        i = t.argv.index("--arch")
+        assert t.argv[i:i + 4] == ["--arch", "tp_transformer_tiny", "--symbolic-embeddings", "--symbolic-output"]
+        assert f"names={n},ckpt={t.folder}/checkpoints/checkpoint_best.pt,data={data}/bin/task1" in e.argv[-1]
+    from nesyseq_common.errors import UserError
+
+    with pytest.raises(UserError, match="model=lstm: 'lstm' is not one of memnet, smn"):
+        build_plan("qa_names", ["model=lstm"], tmp_path / "r", None)
+
+
+def test_qa_zero_shot_evaluates_every_split_of_the_data_it_trained_on(tmp_path):
+    plan = build_plan("qa_zero_shot", ["model=tpr_rnn", "extra=[--entity-dropout,0.2]"], tmp_path / "r", "seed=3")
+    prep, train, ev = (jobs[0] for jobs in plan.stages)
+    data = tmp_path / "r" / "prepare" / "data" / "bin" / "task2"
+    assert prep.argv[prep.argv.index("--zero-shot") + 1] == "rooms,objects,people" and train.argv[1] == str(data)
+    i = train.argv.index("--arch")
+    assert train.argv[i:i + 6] == ["--arch", "tpr_rnn_babi", "--adam-betas", "(0.9,0.99)", "--entity-dropout", "0.2"]
+    runs = [ev.argv[k + 1] for k, a in enumerate(ev.argv) if a == "--run"]
+    ckpt = train.folder / "checkpoints" / "checkpoint_best.pt"
+    assert runs == [f"model=tpr_rnn,task=2,seed=3,split={s},subset={sub},ckpt={ckpt},data={data}"
+                    for s, sub in (("original", "test"), ("rooms", "test_rooms"), ("objects", "test_objects"),
+                                   ("people", "test_people"))]
+
+
+def test_curriculum_relative_tables_are_checked_before_any_work(tmp_path):
+    from nesyseq_common.errors import UserError
+
+    for bad, word in (("keep zeros", "'zeros'"), ("zero kept", "'kept'")):
+        with pytest.raises(UserError, match=re.escape(f"t2_relative_table={bad}: {word} is not one of keep, zero, zero-near")):
+            build_plan("qa_tp_curriculum", [f"t2_relative_table={bad}"], tmp_path / "r", "seed=0")
+    with pytest.raises(UserError, match="'nope' is not one of"):   # an array member is checked too
+        build_plan("qa_tp_curriculum", [], tmp_path / "r", "t2_relative_table=keep,nope")
+    # both training stages stop early at stop_bits through nesyseq train; stop_bits= trains to the budget
+    from nesyseq_cli.main import build_parser
+
+    parser = build_parser(only=[("train", None)])
+    for over, bound in (([], 0.008), (["stop_bits="], None), (["stop_bits=0.05"], 0.05)):
+        plan = build_plan("qa_tp_curriculum", over, tmp_path / "r", "seed=0")
+        trains = [jobs[0].argv for jobs in plan.stages if jobs[0].stage.startswith("train_")]
+        assert len(trains) == 2
+        for argv, task in zip(trains, (1, 2)):
+            args = parser.parse_args(argv[1:])
+            assert args.stop_at_best == bound and args.fairseq_args[0] == f"{tmp_path / 'r'}/prepare/data/bin/task{task}"
 
 
 def test_bad_arms_are_refused_naming_the_file_and_stage(tmp_path):
@@ -177,6 +281,10 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
         chosen = "keep" if arm_loss["keep"] < arm_loss["zero"] else "zero"   # zero is listed first: it wins a tie
         assert rows[1]["ckpt"] == str(best(s, chosen)) and rows[1]["error"] == rows[2 if chosen == "zero" else 3]["error"]
         assert [r["ckpt"] for r in rows[2:]] == [str(best(s, "zero")), str(best(s, "keep"))]
+        # the choose_task2 stage made the same choice, from the checkpoints alone
+        choice = json.loads((run_dir / "choose_task2" / f"seed={s}" / "arm_choice.json").read_text())
+        assert choice["chosen"] == chosen and choice["valid_loss"] == arm_loss
+        assert os.path.realpath(run_dir / "choose_task2" / f"seed={s}" / "checkpoint_best.pt") == str(best(s, chosen))
         for row in rows:
             errors.setdefault((row["model"], row["task"]), []).append(float(row["error"]))
             losses.setdefault((row["model"], row["task"]), []).append(float(row["valid_loss"]))
@@ -292,3 +400,105 @@ def test_math_study_training_interrupted_resumes_to_the_same_weights(tmp_path):
     assert a["optimizer_history"][-1]["num_updates"] == b["optimizer_history"][-1]["num_updates"] == 8
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
+
+
+def _babi_like(folder, n_train=80, n_test=10, seed=0):
+    """A tiny bAbI task-2 folder in the released naming scheme, with bAbI's people, rooms and
+    objects (so each zero-shot kind has words to rename)."""
+    import random
+
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("test", n_test)):
+        lines = []
+        for _ in range(n):
+            p, q = rng.sample(["Mary", "John", "Sandra", "Daniel"], 2)
+            o = rng.choice(["apple", "football", "milk"])
+            r1, r2, r3 = rng.sample(["kitchen", "bedroom", "office", "garden", "hallway", "bathroom"], 3)
+            lines += [f"1 {p} moved to the {r1}.", f"2 {q} went to the {r2}.", f"3 {p} picked up the {o}.",
+                      f"4 {p} travelled to the {r3}.", f"5 Where is the {o}?\t{r3}\t3 4"]
+        (folder / f"qa2_two-supporting-facts_{split}.txt").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_zero_shot_files_of_a_bAbI_folder_task(tmp_path):
+    """prepare qa-zero-shot --babi-dir --task: the released test file copied byte for byte under the
+    generator's name, and each renaming changes exactly its kind's words (checked word by word)."""
+    from data_prep.qa_zero_shot import make_task_zero_shot
+    from nesyseq_common.errors import UserError
+
+    babi = _babi_like(tmp_path / "en", n_train=3, n_test=4)
+    out = tmp_path / "zs"
+    paths = make_task_zero_shot(str(babi), "2", ["rooms", "objects", "people", "all"], str(out))
+    assert [Path(p).name for p in paths] == ["qa2_test.txt", "qa2_test_rooms.txt", "qa2_test_objects.txt",
+                                             "qa2_test_people.txt", "qa2_test_all.txt"]
+    original = (babi / "qa2_two-supporting-facts_test.txt").read_bytes()
+    assert (out / "qa2_test.txt").read_bytes() == original
+    kinds = {"rooms": BABI_WORDS[7:13], "objects": BABI_WORDS[13:], "people": BABI_WORDS[:7]}
+    kinds["all"] = BABI_WORDS
+    for kind, words in kinds.items():
+        new = (out / f"qa2_test_{kind}.txt").read_text().split()
+        old = original.decode().split()
+        assert len(new) == len(old)
+        changed = {(a.strip(".?").lower(), b.strip(".?").lower()) for a, b in zip(old, new) if a != b}
+        assert changed and all(a in words and b not in BABI_WORDS for a, b in changed), (kind, changed)
+    with pytest.raises(UserError, match="--task 7: .* has no task 7"):
+        make_task_zero_shot(str(babi), "7", ["rooms"], str(tmp_path / "zs7"))
+
+
+def _launch(*words, timeout=600):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", *map(str, words)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow  # three local launches of a tiny stpr (8 and 16 updates) and one evaluation
+def test_qa_table2_runs_skips_finished_stages_and_resumes_an_interrupted_one(tmp_path):
+    """qa_table2 on a tiny bAbI-like folder: the zero-shot files and the evaluation on each; a train
+    stage interrupted after its checkpoint at update 8 (no DONE.json) continues from its own
+    checkpoint_last.pt to 16 updates with the weights of an uninterrupted 16-update run (one CPU
+    thread: bitwise), the finished stages before it are skipped, and a further launch skips all."""
+    babi = _babi_like(tmp_path / "babi" / "en-10k")
+    run, ref = tmp_path / "run", tmp_path / "ref"
+    common = ["qa_table2", "--executor", "local", f"babi_dir={babi}", "task=2", "--array", "seed=0"]
+    r = _launch(*common, "--run-dir", run, "max_update=8", "--stages", "prepare,zero_shot,train")
+    assert r.returncode == 0, r.stderr[-3000:]
+    train = run / "train" / "seed=0"
+    (train / "DONE.json").unlink()        # what a kill after the update-8 checkpoint leaves
+    logs = {s: (run / s / "stage.log").stat().st_mtime_ns for s in ("prepare", "zero_shot")}
+    r = _launch(*common, "--run-dir", run, "max_update=16")
+    assert r.returncode == 0, r.stderr[-3000:]
+    jobs = {j["stage"]: j["job_id"] for j in json.loads((run / "jobs.json").read_text())["jobs"]}
+    assert jobs["prepare"] == jobs["zero_shot"] == "skipped (complete)" and "skipped" not in jobs["train"] + jobs["evaluate"]
+    assert {s: (run / s / "stage.log").stat().st_mtime_ns for s in logs} == logs
+    log = (train / "stage.log").read_text()
+    assert f"Loaded checkpoint {train / 'checkpoints' / 'checkpoint_last.pt'}" in log.split("=== start 2")[1]
+    r = _launch(*common, "--run-dir", ref, "max_update=16", "--stages", "prepare,zero_shot,train")
+    assert r.returncode == 0, r.stderr[-3000:]
+    import torch
+    import plugins.checkpoint_safety  # noqa: F401
+
+    got = torch.load(train / "checkpoints" / "checkpoint_last.pt", weights_only=True)
+    want = torch.load(ref / "train" / "seed=0" / "checkpoints" / "checkpoint_last.pt", weights_only=True)
+    assert got["optimizer_history"][-1]["num_updates"] == want["optimizer_history"][-1]["num_updates"] == 16
+    assert got["model"].keys() == want["model"].keys()
+    assert all(torch.equal(got["model"][k], want["model"][k]) for k in got["model"])
+    # the evaluation: the released test file and its four renamings, each with its unseen words
+    results = json.loads((run / "evaluate" / "seed=0" / "results" / "qa_external.json").read_text())
+    unseen = {Path(x["file"]).name: len(x["unseen_words"]) for x in results}
+    assert unseen == {"qa2_test.txt": 0, "qa2_test_rooms.txt": 6, "qa2_test_objects.txt": 3,
+                      "qa2_test_people.txt": 4, "qa2_test_all.txt": 13}
+    # nesyseq collect: one row per test file (mean ± std over the array; here one member)
+    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run)], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {Path(row["file"]).name: row for row in csv.DictReader((run / "collect.csv").read_text().splitlines())}
+    assert sorted(rows) == sorted(unseen)
+    for x in results:
+        assert float(rows[Path(x["file"]).name]["error_mean"]) == pytest.approx(x["error"], abs=1e-3)
+    # nothing left to do: every stage skipped, nothing rewritten
+    before = (train / "checkpoints" / "checkpoint_last.pt").stat().st_mtime_ns
+    r = _launch(*common, "--run-dir", run, "max_update=16")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {j["job_id"] for j in json.loads((run / "jobs.json").read_text())["jobs"]} == {"skipped (complete)"}
+    assert (train / "checkpoints" / "checkpoint_last.pt").stat().st_mtime_ns == before

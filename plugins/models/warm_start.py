@@ -6,7 +6,7 @@
 then ``fairseq-train BIN2 ... --finetune-from-model start.pt`` with the first run's model options
 (and ``--encoder-layers 3`` if grown): fresh optimiser, schedule and counters.  This is the
 curriculum of docs/qa.md "Task 2: a task-1 start and a third encoder layer" (ours; the symbolic
-paper trains each task from scratch), driven end to end by ``configs/qa_tp_babi_curriculum.sh``.
+paper trains each task from scratch), driven end to end by ``configs/experiments/qa_tp_curriculum.yaml``.
 
 What changes in the state dict (everything else is copied as is):
 
