@@ -225,10 +225,11 @@ def build_report(run_dir: Path, out: Path, tp_model: Optional[str] = None, draws
         keys = _keys(summary.parent.relative_to(Path(run_dir) / "roles"))
         role_rows.append(dict(seed=keys.get("seed", ""), module=d.get("module"), problems=d.get("problems"),
                               k=d.get("k"), head=d.get("head"), weighted_purity=d["weighted_purity"],
-                              chance_purity=d["chance_purity"]))
+                              chance_purity=d["chance_purity"], digit_purity=d.get("digit_purity", ""),
+                              digit_chance_purity=d.get("digit_chance_purity", "")))
     if role_rows:
         write("roles.csv", _csv(role_rows, ["seed", "module", "problems", "k", "head", "weighted_purity",
-                                            "chance_purity"]))
+                                            "chance_purity", "digit_purity", "digit_chance_purity"]))
     _charts(runs, models, splits, mod_rows, step_rows, out, paths)
     write("results.md", _markdown(t1, mod_rows, step_rows, pair_rows, role_rows, models, splits).encode("utf-8"))
     return paths
@@ -263,11 +264,14 @@ def _markdown(t1, mod_rows, step_rows, pair_rows, role_rows, models, splits) -> 
         cells = [_pct(by[(st, m)]["mean"], by[(st, m)]["std"]) if (st, m) in by else "–" for m in models]
         lines.append(f"| {st} | " + " | ".join(cells) + " |")
     if role_rows:
-        lines += ["", "## TP-T role clusters", "", "| seed | module | problems | k | head | weighted purity | chance |",
-                  "|---|---|---:|---:|---:|---:|---:|"]
+        lines += ["", "## TP-T role clusters (character classes; digits: numerator / denominator / other)", "",
+                  "| seed | module | problems | k | head | purity | chance | digit purity | chance |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for r in role_rows:
+            dp, dc = r.get("digit_purity"), r.get("digit_chance_purity")
             lines.append(f"| {r['seed']} | {r['module']} | {r['problems']} | {r['k']} | {r['head']} | "
-                         f"{r['weighted_purity']:.3f} | {r['chance_purity']:.3f} |")
+                         f"{r['weighted_purity']:.3f} | {r['chance_purity']:.3f} | "
+                         f"{'' if dp in ('', None) else f'{dp:.3f}'} | {'' if dc in ('', None) else f'{dc:.3f}'} |")
     return "\n".join(lines) + "\n"
 
 

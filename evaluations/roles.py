@@ -119,6 +119,7 @@ def draw_grid(rows, labels_per_row, k: int, path: Path, title: str) -> None:
 
 CLASSES = ("numerator", "denominator", "digit", "operator", "sign", "bracket", "letter", "space",
            "punctuation")
+DIGIT_CLASSES = ("numerator", "denominator", "digit")
 
 
 def char_classes(chars: List[str]) -> List[str]:
@@ -233,8 +234,15 @@ def analyze_roles(checkpoint, data, module: str, out: Path, n: int = 128, k: int
     classes = [c for toks, _ in rows for c in char_classes(toks)]
     table, weighted = cluster_table(classes, labels.tolist(), k_used)
     chance = chance_purity(classes, labels.tolist(), k_used, seed=seed)
-    write_cluster_report(table, weighted, chance, out, dict(checkpoint=str(checkpoint), module=module,
-                                                             problems=len(rows), k=k, head=head, seed=seed))
+    # the paper's finding: numerator and denominator digits in separate clusters.  Among the
+    # digits only: how pure are the clusters in numerator / denominator / other digit, and chance
+    digits = [(c, lab) for c, lab in zip(classes, labels.tolist()) if c in DIGIT_CLASSES]
+    d_classes, d_labels = [c for c, _ in digits], [lab for _, lab in digits]
+    digit_purity = cluster_table(d_classes, d_labels, k_used)[1] if digits else float("nan")
+    digit_chance = chance_purity(d_classes, d_labels, k_used, seed=seed) if digits else float("nan")
+    write_cluster_report(table, weighted, chance, out, dict(
+        checkpoint=str(checkpoint), module=module, problems=len(rows), k=k, head=head, seed=seed,
+        digits=len(digits), digit_purity=round(digit_purity, 4), digit_chance_purity=round(digit_chance, 4)))
     return out
 
 
