@@ -3,7 +3,9 @@
 fairseq's checkpoint_best.pt carries the Adam state (twice the weights) and the data iterator's
 position.  The export keeps what ``fairseq-generate`` / ``nesyseq evaluate math`` need to rebuild
 and run the model: the config (``cfg`` or the legacy ``args``), the weights, and the update count
-and validation loss for the record.  ``--dtype fp16`` halves the floating-point weights (the model
+and validation loss for the record.  Absolute paths of the machine that trained it (the data,
+save and user dirs in ``cfg``) are blanked: whoever evaluates it names their own ``--data`` and
+``--user-dir``.  ``--dtype fp16`` halves the floating-point weights (the model
 is rebuilt in fp32 and loads them rounded); ``fp32`` keeps them bit for bit.
 
     nesyseq convert export --checkpoint ckpt/checkpoint_best.pt --dtype fp16 --out model.pt
@@ -37,6 +39,19 @@ def read_checkpoint(path: Path) -> dict:
     return state
 
 
+def _without_paths(cfg):
+    """``cfg`` (nested dicts, or the legacy Namespace) with every absolute-path string blanked."""
+    import argparse
+
+    if isinstance(cfg, dict):
+        return {k: _without_paths(v) for k, v in cfg.items()}
+    if isinstance(cfg, argparse.Namespace):
+        return argparse.Namespace(**_without_paths(vars(cfg)))
+    if isinstance(cfg, str) and cfg.startswith("/"):
+        return ""
+    return cfg
+
+
 def export_weights(checkpoint, out, dtype: str = "fp16") -> dict:
     """Write the slim checkpoint to ``out`` atomically; returns it."""
     import torch
@@ -49,11 +64,11 @@ def export_weights(checkpoint, out, dtype: str = "fp16") -> dict:
              for k, v in state["model"].items()}
     history = state.get("optimizer_history") or [{}]
     last = history[-1]
-    slim = {k: state[k] for k in ("cfg", "args") if state.get(k) is not None}
+    slim = {k: _without_paths(state[k]) for k in ("cfg", "args") if state.get(k) is not None}
     slim["model"] = model
     # fairseq reads the criterion's name and the update count from here when it loads a model
-    slim["optimizer_history"] = [{k: last[k] for k in ("criterion_name", "optimizer_name", "num_updates")
-                                  if k in last}]
+    slim["optimizer_history"] = [{k: last[k] for k in ("criterion_name", "optimizer_name", "lr_scheduler_state",
+                                                       "num_updates") if k in last}]
     extra = state.get("extra_state") or {}
     slim["extra_state"] = {k: extra[k] for k in ("val_loss",) if k in extra}
     slim["last_optimizer_state"] = None
