@@ -16,8 +16,21 @@ def fairseq_version() -> str:
 
 
 def check(patch: str, versions: Sequence[str], found: Optional[str] = None) -> None:
+    patch = patch.rpartition(".")[2]   # a module's __name__ names its patch
     found = fairseq_version() if found is None else found
     if found in versions or os.environ.get(FORCE_ENV, "") not in ("", "0"):
         return
     raise UntestedFairseq(f"nesyseq patch {patch!r} was written for fairseq {', '.join(versions)}, "
                           f"found {found}; set {FORCE_ENV}=1 to apply it anyway")
+
+
+def swap(patch: str, versions: Sequence[str], owner, attr: str, new):
+    """Check the version, then put ``new`` in place of ``owner.attr`` once; returns what it
+    replaced (None when ``owner.attr`` is already ours)."""
+    check(patch, versions)
+    current = getattr(owner, attr)
+    if getattr(current, "_nesyseq_fixed", False):
+        return None
+    new._nesyseq_fixed = True
+    setattr(owner, attr, new)
+    return current

@@ -10,11 +10,10 @@ name and rename, so the old checkpoint_last.pt stays whole until the new one is.
 from plugins.patches._version import check
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
-NAME = "atomic_copy"
 
 
 def apply() -> None:
-    check(NAME, FAIRSEQ_VERSIONS)
+    check(__name__, FAIRSEQ_VERSIONS)
     _install()
 
 

@@ -8,10 +8,9 @@ that remainder as a final batch; so do we, by batching whatever the compiled cod
 """
 import numpy as np
 
-from plugins.patches._version import check
+from plugins.patches._version import swap
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
-NAME = "batch_remainder"
 _original = None
 
 
@@ -37,11 +36,6 @@ def batch_by_size_keep_remainder(indices, num_tokens_fn=None, num_tokens_vec=Non
 
 def apply() -> None:
     global _original
-    check(NAME, FAIRSEQ_VERSIONS)
     from fairseq.data import data_utils
 
-    if getattr(data_utils.batch_by_size, "_nesyseq_fixed", False):
-        return
-    _original = data_utils.batch_by_size
-    batch_by_size_keep_remainder._nesyseq_fixed = True
-    data_utils.batch_by_size = batch_by_size_keep_remainder
+    _original = swap(__name__, FAIRSEQ_VERSIONS, data_utils, "batch_by_size", batch_by_size_keep_remainder) or _original

@@ -14,11 +14,10 @@ implied tpu stays when torch_xla is importable and no CUDA device is visible, an
 from plugins.patches._version import check
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
-NAME = "bf16_tpu"
 
 
 def apply() -> None:
-    check(NAME, FAIRSEQ_VERSIONS)
+    check(__name__, FAIRSEQ_VERSIONS)
     _install_bf16_fix()
 
 

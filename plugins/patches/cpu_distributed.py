@@ -8,10 +8,9 @@ SLURM_PROCID / SLURM_NTASKS.  On a CUDA machine nothing changes.
 """
 import os
 
-from plugins.patches._version import check
+from plugins.patches._version import swap
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
-NAME = "cpu_distributed"
 _original = None
 
 
@@ -30,11 +29,7 @@ def infer_init_method_cpu_safe(cfg, force_distributed=False):
 
 def apply() -> None:
     global _original
-    check(NAME, FAIRSEQ_VERSIONS)
     from fairseq.distributed import utils as distributed_utils
 
-    if getattr(distributed_utils.infer_init_method, "_nesyseq_fixed", False):
-        return
-    _original = distributed_utils.infer_init_method
-    infer_init_method_cpu_safe._nesyseq_fixed = True
-    distributed_utils.infer_init_method = infer_init_method_cpu_safe
+    _original = swap(__name__, FAIRSEQ_VERSIONS, distributed_utils, "infer_init_method",
+                     infer_init_method_cpu_safe) or _original

@@ -15,12 +15,11 @@ the step may halve.  Checkpoints written without them load as before.
 from plugins.patches._version import check
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
-NAME = "plateau_state"
 _PLATEAU_KEYS = ("num_bad_epochs", "cooldown_counter")
 
 
 def apply() -> None:
-    check(NAME, FAIRSEQ_VERSIONS)
+    check(__name__, FAIRSEQ_VERSIONS)
     _install()
 
 

@@ -9,10 +9,9 @@ cached iterator we always compose at epoch 1 and hand the iterator (and the data
 epoch afterwards.  Iterators that fairseq rebuilds every epoch (no cache, ``rebuild_batches``)
 are left alone: they already compose at their epoch.
 """
-from plugins.patches._version import check
+from plugins.patches._version import swap
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
-NAME = "resume_batches"
 _original = None
 
 
@@ -40,11 +39,7 @@ def original():
 
 def apply() -> None:
     global _original
-    check(NAME, FAIRSEQ_VERSIONS)
     from fairseq.tasks.fairseq_task import FairseqTask
 
-    if getattr(FairseqTask.get_batch_iterator, "_nesyseq_fixed", False):
-        return
-    _original = FairseqTask.get_batch_iterator
-    get_batch_iterator_resumable._nesyseq_fixed = True
-    FairseqTask.get_batch_iterator = get_batch_iterator_resumable
+    _original = swap(__name__, FAIRSEQ_VERSIONS, FairseqTask, "get_batch_iterator",
+                     get_batch_iterator_resumable) or _original

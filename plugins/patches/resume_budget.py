@@ -25,11 +25,10 @@ extra_state (should_stop_early has already seen the epoch's valid loss there: tr
 from plugins.patches._version import check
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
-NAME = "resume_budget"
 
 
 def apply() -> None:
-    check(NAME, FAIRSEQ_VERSIONS)
+    check(__name__, FAIRSEQ_VERSIONS)
     _install_train_fixes()
 
 
