@@ -328,13 +328,9 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     assert t1_state["cfg"]["model"]["encoder_relative_buckets"] == 6
 
 
-def _launch(args, env, timeout=900):
-    return subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-
-
 TINY_STUDY = ["modules=numbers__place_value,comparison__pair", "per_module=60", "test_per_module=4",
-              "workers=1", "max_update=8", "save_interval_updates=4", "batch_size=8", "warmup_updates=2"]
+              "workers=1", "max_update=8", "save_interval_updates=4", "batch_size=8", "warmup_updates=2",
+              "roles_module=numbers__place_value"]
 
 
 @pytest.mark.slow  # prepare, 3 arms x 2 seeds of 8 updates, 24 small decodes, export, roles, report
@@ -344,8 +340,8 @@ def test_math_study_runs_end_to_end_locally(tmp_path):
     report's Table 1 is the mean over the runs' own result files."""
     run_dir = tmp_path / "study"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = _launch(["math_study", "--executor", "local", "--run-dir", str(run_dir), "--array", "seed=1,2",
-                 *TINY_STUDY], env)
+    r = _launch("math_study", "--executor", "local", "--run-dir", run_dir, "--array", "seed=1,2", *TINY_STUDY,
+                timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     models = ("tp_transformer_tiny", "transformer_math_tiny", "transformer_math_tiny_wide")
     interp = {m: [] for m in models}
@@ -385,13 +381,13 @@ def test_math_study_training_interrupted_resumes_to_the_same_weights(tmp_path):
     common = ["--executor", "local", "--array", "seed=1", "--stages", "prepare,train", *TINY_STUDY,
               "arch=tp_transformer_tiny"]
     whole, parts = tmp_path / "whole", tmp_path / "parts"
-    assert _launch(["math_study", "--run-dir", str(whole), *common], env).returncode == 0
+    assert _launch("math_study", "--run-dir", whole, *common).returncode == 0
     # the interrupted run: 4 updates (a saved step), then the job "dies" before its DONE marker
-    r = _launch(["math_study", "--run-dir", str(parts), *common, "max_update=4"], env)
+    r = _launch("math_study", "--run-dir", parts, *common, "max_update=4")
     assert r.returncode == 0, r.stderr[-3000:]
     job = parts / "train" / "seed=1" / "arch=tp_transformer_tiny"
     (job / "DONE.json").unlink()
-    r = _launch(["math_study", "--run-dir", str(parts), *common], env)
+    r = _launch("math_study", "--run-dir", parts, *common)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Loaded checkpoint" in (job / "stage.log").read_text()
     a = torch.load(whole / "train" / "seed=1" / "arch=tp_transformer_tiny" / "checkpoints" / "checkpoint_last.pt",
