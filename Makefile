@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.nesyseq-installed
 
 .PHONY: venv test test-fast test-gpu gpu-wheels quickstart bench clean-venv
 
-$(STAMP): setup.cfg pyproject.toml constraints.txt
+$(STAMP): setup.cfg setup.py pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first and exactly, so no resolver can pull a CUDA build.
 	$(PIP) install -q --no-compile torch==2.13.0

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 UNKNOWN = "unknown"
 CHUNK = 1 << 20
@@ -207,7 +207,7 @@ def _record_path(out: Path, name: str) -> Path:
 def fetch(name: str, out, from_files: Sequence[str] = (), accept_checksum: bool = False,
           datasets: Optional[Dict[str, Dataset]] = None) -> Path:
     """Fetch dataset ``name`` into ``out``; returns the record file.  See the module docstring."""
-    from nesyseq_common.atomic import atomic_write_text
+    from nesyseq.common.atomic import atomic_write_text
 
     table = DATASETS if datasets is None else datasets
     if name not in table:

@@ -32,8 +32,8 @@ import re
 import sys
 from typing import Dict, List, Sequence
 
-from data_prep.qa_generate import ZERO_SHOT
-from nesyseq_common.errors import UserError
+from nesyseq.data_prep.qa_generate import ZERO_SHOT
+from nesyseq.common.errors import UserError
 
 # The entities of the bAbI tasks (tasks_1-20_v1-2, en and en-10k; tasks 1-3 and 5 use these).
 # rooms: the paper's list, its order; objects and people: every object / person of tasks 1-3, 5.
@@ -96,8 +96,8 @@ def rename_lines(lines: Sequence[str], mapping: Dict[str, str], path: str = "<st
 
 def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
     """Write ``out/{stem}_{kind}.txt`` for each kind; returns the paths."""
-    from data_prep.qa_babi import parse_babi_lines, read_babi_lines
-    from nesyseq_common.atomic import atomic_write_bytes
+    from nesyseq.data_prep.qa_babi import parse_babi_lines, read_babi_lines
+    from nesyseq.common.atomic import atomic_write_bytes
 
     lines = read_babi_lines(babi_file)
     parse_babi_lines(lines, babi_file, None)        # a malformed input names its file:line here
@@ -133,8 +133,8 @@ def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
 def make_task_zero_shot(babi_dir: str, task: str, kinds: Sequence[str], out: str) -> List[str]:
     """Task ``task``'s test file of the bAbI folder ``babi_dir`` copied to ``out/qa{task}_test.txt``
     and its renamings ``out/qa{task}_test_{kind}.txt``; returns the paths, the copy first."""
-    from data_prep.qa_babi import discover_tasks
-    from nesyseq_common.atomic import atomic_write_bytes
+    from nesyseq.data_prep.qa_babi import discover_tasks
+    from nesyseq.common.atomic import atomic_write_bytes
 
     tasks = discover_tasks(babi_dir)
     try:
@@ -152,7 +152,7 @@ def make_task_zero_shot(babi_dir: str, task: str, kinds: Sequence[str], out: str
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from data_prep.qa_cli import zero_shot_kinds
+    from nesyseq.data_prep.qa_cli import zero_shot_kinds
 
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--babi-file", action="append", metavar="FILE",

@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from nesyseq_common.errors import UserError
-from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
+from nesyseq.common.errors import UserError
+from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = REPO / "configs" / "experiments"
@@ -77,7 +77,7 @@ class Plan:
 
 
 def _babi_entities(what: str) -> str:
-    from data_prep.qa_zero_shot import entity_groups, entity_words
+    from nesyseq.data_prep.qa_zero_shot import entity_groups, entity_words
 
     table = {"words": entity_words, "groups": entity_groups}
     if what not in table:

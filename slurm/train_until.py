@@ -29,7 +29,7 @@ import argparse
 import logging
 import math
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 log = logging.getLogger("nesyseq.train")
 

@@ -10,7 +10,7 @@ command must parse:
   name a registered architecture and say when it stops (`--max-update` or `--max-epoch` > 0);
 - fairseq-hydra-train: `--cfg job` composes the config with its overrides; the composed model is
   registered and `optimization.max_update` or `max_epoch` is set;
-- nesyseq: `nesyseq_cli.main`'s argparse; `nesyseq launch NAME` needs configs/experiments/NAME.yaml,
+- nesyseq: `nesyseq.cli.main`'s argparse; `nesyseq launch NAME` needs configs/experiments/NAME.yaml,
   and that config must give its training stage a `--max-update`/`--max-epoch` (max_update /
   max_epoch).
 
@@ -212,7 +212,7 @@ def _parse_fairseq(words):
 
 def _parse_hydra(words):
     from fairseq.models import MODEL_REGISTRY
-    from nesyseq_common.fairseq_cli import fairseq_bin, small_cpu_env
+    from nesyseq.common.fairseq_cli import fairseq_bin, small_cpu_env
     _user_dir()
     args = [(a.split("=", 1)[0] + "=" + str(ROOT / "user_dir")) if a.lstrip("+").startswith("common.user_dir=")
             else a for a in words[1:]]
@@ -229,7 +229,7 @@ def _parse_hydra(words):
 
 def _parse_nesyseq(words):
     sys.path.insert(0, str(ROOT))
-    from nesyseq_cli import main as cli
+    from nesyseq.cli import main as cli
     argv = words[1:]
     chosen = cli.selected_command(argv)
     if chosen is None and argv and argv[0] in PENDING_COMMANDS:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm.experiment import build_plan, experiment_names
+from nesyseq.slurm.experiment import build_plan, experiment_names
 
 REPO = Path(__file__).resolve().parents[1]
 # the keys an experiment leaves to the user (???), with any value of the right kind
@@ -27,7 +27,7 @@ def _accepts(argv, tmp_path):
 
     prog = Path(argv[0]).name
     if prog == "nesyseq":
-        from nesyseq_cli.main import build_parser, selected_command
+        from nesyseq.cli.main import build_parser, selected_command
 
         args = build_parser(only=[selected_command(argv[1:])]).parse_args(argv[1:])
         if argv[1] == "train":   # nesyseq train's own options, then fairseq-train's command line
@@ -143,7 +143,7 @@ def test_qa_table2_recipe_is_the_default_and_recipes_are_overrides(tmp_path):
 def test_bad_overrides_are_refused_before_any_work(tmp_path, words, named):
     """A wrong KEY=VALUE or array key: one line naming it, exit 2, and no run folder written."""
     run_dir = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_table2", "babi_dir=/nowhere",
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "launch", "qa_table2", "babi_dir=/nowhere",
                         "--executor", "local", "--run-dir", str(run_dir), *words], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and named in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -162,7 +162,7 @@ def test_qa_names_array_over_name_counts_gives_each_member_its_data(tmp_path):
         i = t.argv.index("--arch")
         assert t.argv[i:i + 4] == ["--arch", "tp_transformer_tiny", "--symbolic-embeddings", "--symbolic-output"]
         assert f"names={n},ckpt={t.folder}/checkpoints/checkpoint_best.pt,data={data}/bin/task1" in e.argv[-1]
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     with pytest.raises(UserError, match="model=lstm: 'lstm' is not one of memnet, smn"):
         build_plan("qa_names", ["model=lstm"], tmp_path / "r", None)
@@ -183,7 +183,7 @@ def test_qa_zero_shot_evaluates_every_split_of_the_data_it_trained_on(tmp_path):
 
 
 def test_curriculum_relative_tables_are_checked_before_any_work(tmp_path):
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     for bad, word in (("keep zeros", "'zeros'"), ("zero kept", "'kept'")):
         with pytest.raises(UserError, match=re.escape(f"t2_relative_table={bad}: {word} is not one of keep, zero, zero-near")):
@@ -191,7 +191,7 @@ def test_curriculum_relative_tables_are_checked_before_any_work(tmp_path):
     with pytest.raises(UserError, match="'nope' is not one of"):   # an array member is checked too
         build_plan("qa_tp_curriculum", [], tmp_path / "r", "t2_relative_table=keep,nope")
     # both training stages stop early at stop_bits through nesyseq train; stop_bits= trains to the budget
-    from nesyseq_cli.main import build_parser
+    from nesyseq.cli.main import build_parser
 
     parser = build_parser(only=[("train", None)])
     for over, bound in (([], 0.008), (["stop_bits="], None), (["stop_bits=0.05"], 0.05)):
@@ -204,7 +204,7 @@ def test_curriculum_relative_tables_are_checked_before_any_work(tmp_path):
 
 
 def test_bad_arms_are_refused_naming_the_file_and_stage(tmp_path):
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     for override, words in (("t2_relative_table=keep keep", "names keep twice"),
                             ("t2_relative_table=", "is empty")):
@@ -222,7 +222,7 @@ def test_qa_experiment_runs_end_to_end_locally(tmp_path):
     run_dir = tmp_path / "qa run"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     # KEY=VALUE both before and after the options (main.py hands the late ones to launch)
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa", "train_stories=60",
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "launch", "qa", "train_stories=60",
                         "--executor", "local", "--run-dir", str(run_dir), "test_stories=10", "max_epoch=3",
                         "ls_epochs=1"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -237,7 +237,7 @@ def test_qa_experiment_runs_end_to_end_locally(tmp_path):
     log = (run_dir / "train" / "stage.log").read_text()
     assert "num_updates" in log and "memn2n_step" in (run_dir / "train" / "command.txt").read_text()
     # nesyseq collect reads the evaluation's CSV: one row per test file, its error from the json
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     md = (run_dir / "collect.md").read_text().splitlines()
@@ -256,18 +256,18 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     listed on a tie), and `nesyseq collect` averages each row over the seeds."""
     run_dir = tmp_path / "curriculum"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_tp_curriculum", "--executor", "local",
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "launch", "qa_tp_curriculum", "--executor", "local",
                         "--run-dir", str(run_dir), "--array", "seed=0,1", "train_stories=40", "test_stories=8",
                         "num_names=4", "t1_updates=6", "t2_updates=4", "relative_buckets=6",
                         "t2_encoder_layers=4", "t2_relative_table=zero keep"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     # nesyseq collect: one row per task over the two seeds (seed and ckpt name the member)
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     import torch
-    import plugins.checkpoint_safety  # noqa: F401
+    import nesyseq.plugins.checkpoint_safety  # noqa: F401
 
     def best(s, table):   # an arm's checkpoint_best, read here, not by the evaluation
         return run_dir / "train_task2" / f"seed={s}" / f"t2_relative_table={table}" / "checkpoints" / "checkpoint_best.pt"
@@ -363,7 +363,7 @@ def test_math_study_runs_end_to_end_locally(tmp_path):
     assert "TP-T minus baseline" in (run_dir / "report" / "results.md").read_text()
     # the exported fp16 weights evaluate with the stock command
     out = tmp_path / "reeval"
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "evaluate", "math", "--checkpoint",
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "evaluate", "math", "--checkpoint",
                         str(run_dir / "export" / "seed=1" / "arch=tp_transformer_tiny" / "model.pt"),
                         "--data", str(run_dir / "prepare" / "data" / "bin"), "--out", str(out), "--cpu"],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
@@ -420,8 +420,8 @@ def _babi_like(folder, n_train=80, n_test=10, seed=0):
 def test_zero_shot_files_of_a_bAbI_folder_task(tmp_path):
     """prepare qa-zero-shot --babi-dir --task: the released test file copied byte for byte under the
     generator's name, and each renaming changes exactly its kind's words (checked word by word)."""
-    from data_prep.qa_zero_shot import make_task_zero_shot
-    from nesyseq_common.errors import UserError
+    from nesyseq.data_prep.qa_zero_shot import make_task_zero_shot
+    from nesyseq.common.errors import UserError
 
     babi = _babi_like(tmp_path / "en", n_train=3, n_test=4)
     out = tmp_path / "zs"
@@ -444,7 +444,7 @@ def test_zero_shot_files_of_a_bAbI_folder_task(tmp_path):
 
 def _launch(*words, timeout=600):
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", *map(str, words)], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "launch", *map(str, words)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -472,7 +472,7 @@ def test_qa_table2_runs_skips_finished_stages_and_resumes_an_interrupted_one(tmp
     r = _launch(*common, "--run-dir", ref, "max_update=16", "--stages", "prepare,zero_shot,train")
     assert r.returncode == 0, r.stderr[-3000:]
     import torch
-    import plugins.checkpoint_safety  # noqa: F401
+    import nesyseq.plugins.checkpoint_safety  # noqa: F401
 
     got = torch.load(train / "checkpoints" / "checkpoint_last.pt", weights_only=True)
     want = torch.load(ref / "train" / "seed=0" / "checkpoints" / "checkpoint_last.pt", weights_only=True)
@@ -485,7 +485,7 @@ def test_qa_table2_runs_skips_finished_stages_and_resumes_an_interrupted_one(tmp
     assert unseen == {"qa2_test.txt": 0, "qa2_test_rooms.txt": 6, "qa2_test_objects.txt": 3,
                       "qa2_test_people.txt": 4, "qa2_test_all.txt": 13}
     # nesyseq collect: one row per test file (mean ± std over the array; here one member)
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run)], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "collect", str(run)], cwd=REPO,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = {Path(row["file"]).name: row for row in csv.DictReader((run / "collect.csv").read_text().splitlines())}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from plugins import patches
-from plugins.patches import _version
+from nesyseq.plugins import patches
+from nesyseq.plugins.patches import _version
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def _python(code: str, env=None):
 
 def test_importing_plugins_or_an_evaluation_helper_patches_nothing():
     r = _python(
-        "import plugins, plugins.checkpoint_safety, evaluations.math_eval, evaluations.qa_eval\n"
+        "import nesyseq.plugins, nesyseq.plugins.checkpoint_safety, nesyseq.evaluations.math_eval, nesyseq.evaluations.qa_eval\n"
         "from fairseq.data import data_utils\n"
         "from fairseq.tasks.fairseq_task import FairseqTask\n"
         "from fairseq.file_io import PathManager\n"
@@ -44,14 +44,14 @@ def test_importing_plugins_or_an_evaluation_helper_patches_nothing():
         "fixed = [f for f in (data_utils.batch_by_size, FairseqTask.get_batch_iterator, PathManager.copy,\n"
         "                     du.call_main, du.infer_init_method) if getattr(f, '_nesyseq_fixed', False)]\n"
         "assert not fixed, fixed\n"
-        "import user_dir\n"
+        "import nesyseq.user_dir\n"
         "assert getattr(data_utils.batch_by_size, '_nesyseq_fixed', False)\n"
         "assert getattr(du.infer_init_method, '_nesyseq_fixed', False)\n")
     assert r.returncode == 0, r.stderr[-2000:]
 
 
 def test_user_dir_refuses_an_untested_fairseq_in_one_line():
-    code = "import fairseq; fairseq.__version__ = '9.9.9'\nimport user_dir\n"
+    code = "import fairseq; fairseq.__version__ = '9.9.9'\nimport nesyseq.user_dir\n"
     r = _python(code, env={_version.FORCE_ENV: ""})
     assert r.returncode == 1
     lines = [ln for ln in r.stderr.splitlines() if ln.strip() and "INFO" not in ln]

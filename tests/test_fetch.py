@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from data_prep import fetch as F
-from nesyseq_common.errors import UserError
+from nesyseq.data_prep import fetch as F
+from nesyseq.common.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = {"tasks/en/qa1_single_train.txt": b"1 Mary went to the kitchen.\n2 Where is Mary?\tkitchen\t1\n",
@@ -129,10 +129,10 @@ def test_the_table_names_a_source_version_and_checksum_for_every_file():
 
 
 def test_cli_list_and_bad_name():
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "fetch", "--list"], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "fetch", "--list"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "tasks_1-20_v1-2.tar.gz" in r.stdout and "newstest" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "fetch", "babl", "--out", "x"], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "fetch", "babl", "--out", "x"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "no such dataset" in r.stderr and "babi" in r.stderr
 

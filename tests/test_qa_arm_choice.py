@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluations.qa_eval import choose_arm
-from nesyseq_cli.main import main
-from nesyseq_common.errors import UserError
+from nesyseq.evaluations.qa_eval import choose_arm
+from nesyseq.cli.main import main
+from nesyseq.common.errors import UserError
 
 
 def _ckpts(tmp_path, losses):

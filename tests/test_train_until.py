@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import plugins.checkpoint_safety  # noqa: F401  (checkpoint classes allowed for torch.load)
-from slurm.train_until import reached
+import nesyseq.plugins.checkpoint_safety  # noqa: F401  (checkpoint classes allowed for torch.load)
+from nesyseq.slurm.train_until import reached
 from tests.qa_helpers import prepare_tiny_task1, same_weights
 
 REPO = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ MODEL = ["--task", "babi_qa", "--arch", "memnet_babi", "--embed-dim", "16", "--h
 
 
 def _train(data, save_dir, bound, *extra):
-    argv = [sys.executable, "-m", "nesyseq_cli.main", "train", f"--stop-at-best={bound}", str(data),
+    argv = [sys.executable, "-m", "nesyseq.cli.main", "train", f"--stop-at-best={bound}", str(data),
             "--user-dir", str(REPO / "user_dir"), *MODEL, "--save-dir", str(save_dir), "--max-update", "60", *extra]
     return subprocess.run(argv, cwd=REPO, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
                           text=True, timeout=300)
@@ -77,6 +77,6 @@ def test_stops_at_the_first_save_that_reaches_the_bound_and_stays_stopped(tmp_pa
 def test_refuses_spawned_ranks_and_options_first(tmp_path):
     r = _train(tmp_path / "nodata", tmp_path / "ck", "0.5", "--distributed-world-size", "2")
     assert r.returncode == 2 and "distributed world size is 2" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "train", "--stop-at-best", "x", "d"], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "train", "--stop-at-best", "x", "d"], cwd=REPO,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--stop-at-best" in r.stderr and "expected a number" in r.stderr

@@ -57,13 +57,13 @@ def render() -> str:
     from fairseq.models import ARCH_MODEL_INV_REGISTRY, MODEL_DATACLASS_REGISTRY, MODEL_REGISTRY
 
     utils.import_user_module(argparse.Namespace(user_dir=str(ROOT / "user_dir")))
-    ours = sorted(name for name, cls in MODEL_REGISTRY.items() if cls.__module__.startswith("plugins."))
+    ours = sorted(name for name, cls in MODEL_REGISTRY.items() if cls.__module__.startswith("nesyseq.plugins."))
     out = [HEADER]
     out.append("| model | presets (`--arch`) | defined in |")
     out.append("|---|---|---|")
     for name in ours:
         presets = ", ".join(f"`{a}`" for a in sorted(ARCH_MODEL_INV_REGISTRY.get(name, [])))
-        out.append(f"| [`{name}`](#{name}) | {presets} | `{MODEL_REGISTRY[name].__module__.replace('.', '/')}.py` |")
+        out.append(f"| [`{name}`](#{name}) | {presets} | `{MODEL_REGISTRY[name].__module__.removeprefix('nesyseq.').replace('.', '/')}.py` |")
     for name in ours:
         config = MODEL_DATACLASS_REGISTRY[name]
         out.append(f"\n## {name}\n")
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
             return 1
         return 0
     sys.path.insert(0, str(ROOT))
-    from nesyseq_common.atomic import atomic_write_text
+    from nesyseq.common.atomic import atomic_write_text
     atomic_write_text(PAGE, text)
     return 0
 

@@ -8,7 +8,7 @@ SLURM_PROCID / SLURM_NTASKS.  On a CUDA machine nothing changes.
 """
 import os
 
-from plugins.patches._version import swap
+from nesyseq.plugins.patches._version import swap
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 _original = None

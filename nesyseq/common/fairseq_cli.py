@@ -3,7 +3,18 @@ import os
 import sys
 from pathlib import Path
 
-USER_DIR = Path(__file__).resolve().parents[1] / "user_dir"  # what --user-dir points at
+
+def _user_dir() -> Path:
+    """What --user-dir points at: ``nesyseq/user_dir`` of an installed nesyseq, or the
+    repository's ``user_dir/`` in a source checkout (``nesyseq user-dir`` prints it)."""
+    package = Path(__file__).resolve().parents[1]          # .../nesyseq
+    for candidate in (package / "user_dir", package.parent / "user_dir"):
+        if (candidate / "__init__.py").is_file():
+            return candidate
+    raise FileNotFoundError(f"no user_dir/ in {package} or beside it")
+
+
+USER_DIR = _user_dir()
 
 
 def fairseq_bin(name: str) -> str:
@@ -29,7 +40,7 @@ def fairseq_generate(cmd_args, out_dir: Path, subset: str, cpu: bool, what: str)
     naming ``what`` and the log, with the log's last lines."""
     import subprocess
 
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     cmd = [fairseq_bin("fairseq-generate")] + [str(a) for a in cmd_args]
     if cpu:
