@@ -47,8 +47,8 @@ COMMANDS = {
     ("prepare", "entailment"): ("data_prep.entailment_cli", "logical entailment data: Evans et al. files or our generator"),
     ("evaluate", "entailment"): ("evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
     ("tokenize", "wordpiece"): ("data_prep.wordpiece", "BERT WordPiece tokenization (for converted FOLNet checkpoints)"),
-    ("convert", "folnet"): ("plugins.models.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
-    ("convert", "warm-start"): ("plugins.models.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
+    ("convert", "folnet"): ("plugins.converters.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
+    ("convert", "warm-start"): ("plugins.converters.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
 }
 
 GROUP_HELP = {

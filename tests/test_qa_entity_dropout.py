@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from plugins.layers.symbolic import context_symbols, lookup_phi
-from plugins.models.qa_memnet import split_story
+from plugins.models.qa_common import split_story
 from plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 

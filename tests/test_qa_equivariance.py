@@ -198,7 +198,7 @@ def test_stpr_bijection_invariance_and_dense_mutant(monkeypatch):
         if isinstance(mod, symbolic.SymbolicLinear):
             def fwd(h_sem, h_sym, slot_mask, _lin=mod.linear):
                 m = h_sym.size(-1)
-                return _lin(h_sem), (h_sym @ dense[:m, :m]) * symbolic._expand_mask(slot_mask, h_sym)
+                return _lin(h_sem), (h_sym @ dense[:m, :m]) * symbolic.expand_mask(slot_mask, h_sym)
             mod.forward = fwd
     p = _answer_probs(model, d, STORIES)
     with monkeypatch.context() as mp:

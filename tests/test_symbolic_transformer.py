@@ -11,7 +11,7 @@ import plugins  # noqa: F401  (registers the models)
 import plugins.models.tp_transformer as tpt
 from fairseq import models
 from plugins.layers import symbolic
-from plugins.layers.symbolic_transformer import SymbolicFeedForward
+from plugins.layers.symbolic import SymbolicFeedForward
 from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
 from tests.decoding_helpers import incremental_outputs, reorder_mid_sequence
 from tests.qa_helpers import NAMES, FakeTask, encode, make_dict
@@ -169,7 +169,7 @@ def _dense_mutant(model, seed=7):
         if isinstance(mod, SymbolicFeedForward):
             def fwd(s, slot_mask, _dense=dense):
                 m = s.size(-1)
-                return torch.relu(s @ _dense[:m, :m]) * symbolic._expand_mask(slot_mask, s)
+                return torch.relu(s @ _dense[:m, :m]) * symbolic.expand_mask(slot_mask, s)
             mod.forward = fwd
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.wordpiece import WordPiece, detokenize
+from nesyseq_common.wordpiece import WordPiece, detokenize
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "folnet_official"
 REF = json.loads((FIX / "tokenization.json").read_text())

@@ -32,7 +32,7 @@ from torch.utils.checkpoint import checkpoint
 from plugins.layers.folnet_masks import FolnetMask
 from plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans
 from plugins.layers.symbolic_folnet import SymbolicJoinStream
-from plugins.layers.symbolic_transformer import SlotLayerNorm
+from plugins.layers.symbolic import SlotLayerNorm
 from plugins.torch_compile import call_eager
 
 

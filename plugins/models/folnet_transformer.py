@@ -15,12 +15,10 @@ from fairseq.utils import safe_getattr
 import torch
 from torch import nn
 
-from plugins.layers.symbolic import UnseenZeroEmbedding, context_symbols, lookup_phi
-from plugins.layers.symbolic_transformer import SymbolAlpha
-from plugins.torch_compile import maybe_compile
-from plugins.models.folnet import FolnetCommonConfig, FolnetEncoderCore, _folnet_sizes, folnet_embedding
+from plugins.layers.symbolic import SymbolAlpha, UnseenZeroEmbedding, context_symbols, lookup_phi, symbol_ignore_ids
+from plugins.models.folnet_common import FolnetCommonConfig, FolnetEncoderCore, folnet_embedding, folnet_sizes
 from plugins.models.folnet_decoder import FolnetDecoder
-from plugins.models.tp_transformer import symbol_ignore_ids
+from plugins.torch_compile import maybe_compile
 
 
 @dataclass
@@ -43,7 +41,8 @@ class FolnetTransformerConfig(FolnetCommonConfig):
 class FolnetEncoder(FairseqEncoder):
     def __init__(self, cfg, dictionary, embed_tokens, alpha: Optional[SymbolAlpha] = None):
         super().__init__(dictionary)
-        self.core = FolnetEncoderCore(cfg, embed_tokens, cfg.encoder_layers, cls=False, separator=None)
+        self.core = FolnetEncoderCore(cfg, embed_tokens, cfg.encoder_layers, cls=False, separator=None,
+                                      symbolic=alpha is not None)
         self.max_pos = cfg.max_source_positions
         self.alpha = alpha
         self.max_symbols = cfg.max_symbols
@@ -96,7 +95,8 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
             alpha = SymbolAlpha(len(src_dict), learned=bool(cfg.symbolic_embeddings))  # shared enc/dec
         encoder = FolnetEncoder(cfg, src_dict, enc_embed, alpha)
         decoder = FolnetDecoder(cfg, tgt_dict, dec_embed, cfg.decoder_layers, cross=True,
-                                max_positions=cfg.max_target_positions)
+                                max_positions=cfg.max_target_positions, symbolic=alpha is not None,
+                                symbolic_output=bool(cfg.symbolic_output))
         decoder.alpha = alpha
         return maybe_compile(cls(cfg, encoder, decoder), cfg)
 
@@ -129,18 +129,18 @@ def _encdec(args, enc_layers, dec_layers):
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_base")
 def folnet_transformer_base(args):
-    _folnet_sizes(args, None, 768, 64, 12, 3072, 256, 64)
+    folnet_sizes(args, None, 768, 64, 12, 3072, 256, 64)
     _encdec(args, 6, 6)
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_math")
 def folnet_transformer_math(args):
     # tp_transformer_math sizes: d=512, ffn 2048, H=8, 6+6 layers
-    _folnet_sizes(args, None, 512, 64, 8, 2048, 256, 64)
+    folnet_sizes(args, None, 512, 64, 8, 2048, 256, 64)
     _encdec(args, 6, 6)
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_tiny")
 def folnet_transformer_tiny(args):
-    _folnet_sizes(args, None, 32, 8, 4, 64, 16, 8)
+    folnet_sizes(args, None, 32, 8, 4, 64, 16, 8)
     _encdec(args, 2, 2)

@@ -33,7 +33,7 @@ from plugins.layers.entity_dropout import droppable_words, word_mask
 from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      slot_layer_norm, symbolic_output_probs)
 from plugins.models.config_defaults import fill_missing_fields
-from plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
+from plugins.models.qa_common import QAModel, split_story
 
 logger = logging.getLogger(__name__)
 
@@ -399,10 +399,8 @@ class TPREncoder(FairseqEncoder):
         return int(1e6)
 
 
-class _TPRModel(_QAModel):
-    @classmethod
-    def build_model(cls, cfg, task):
-        return cls(TPREncoder(cfg, task.source_dictionary, cls.symbolic), AnswerDecoder(task.target_dictionary))
+class _TPRModel(QAModel):
+    encoder_class = TPREncoder
 
     def entity_dropout_rate(self) -> float:
         return self.encoder.entity_dropout_rate()

@@ -39,10 +39,10 @@ from fairseq.models import (
 )
 from fairseq.utils import safe_getattr
 
-from plugins.layers.symbolic import (ContextSymbols, context_symbols, lookup_phi, mixture_normalized_probs,
+from plugins.layers.symbolic import (ContextSymbols, SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
+                                     context_symbols, lookup_phi, mixture_normalized_probs, symbol_ignore_ids,
                                      symbolic_output_probs)
-from plugins.layers.symbolic_transformer import (SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
-                                                 SymbolicTPMultiheadAttention)
+from plugins.layers.symbolic_transformer import SymbolicTPMultiheadAttention
 from plugins.layers.entity_dropout import drop_context_words, droppable_words
 from plugins.layers.relative_position import RelativePositionBias
 from plugins.layers.tp_attention import TPMultiheadAttention
@@ -252,13 +252,6 @@ class TPDecoderLayer(nn.Module):
                                      key_padding_mask=memory_padding_mask,
                                      incremental_state=incremental_state))
         return self.ln_out(h + drop(self.ff(self.ln_ff(h))))
-
-
-def symbol_ignore_ids(dictionary) -> List[int]:
-    """Tokens that get no context slot: pad, eos, bos and the bAbI separators ``.`` / ``?``
-    (as the memory models, qa_memnet.py)."""
-    ids = [dictionary.pad(), dictionary.eos(), dictionary.bos()]
-    return ids + [dictionary.indices[w] for w in (".", "?") if w in dictionary.indices]
 
 
 class TPTransformerEncoder(FairseqEncoder):
