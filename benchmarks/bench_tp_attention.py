@@ -33,8 +33,7 @@ from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerMode
 def build(arch: str, dictionary: Dictionary, device):
     args = argparse.Namespace(arch=arch)
     models.ARCH_CONFIG_REGISTRY[arch](args)
-    fields = TPTransformerConfig.__dataclass_fields__
-    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    cfg = TPTransformerConfig.from_namespace(args)
 
     class Task:
         source_dictionary = target_dictionary = dictionary

@@ -1,4 +1,5 @@
 """Exact symbol-shift equivariance Φ(Γ(X)) = Γ(Φ(X)) of the symbolic QA models, with controls."""
+import argparse
 import pytest
 import torch
 
@@ -119,7 +120,8 @@ def _build_tpr(cls, seed=0, **cfg):
 
     torch.manual_seed(seed)
     d = make_dict()
-    model = cls.build_model(TPRConfig(embed_dim=6, hidden_dim=7, entity_dim=5, role_dim=4, max_words=8, **cfg),
+    model = cls.build_model(TPRConfig.from_namespace(argparse.Namespace(
+        embed_dim=6, hidden_dim=7, entity_dim=5, role_dim=4, max_words=8, **cfg)),
                             FakeTask(d)).eval()
     with torch.no_grad():
         for p in model.parameters():

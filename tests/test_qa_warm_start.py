@@ -67,7 +67,7 @@ def build(d, kind="tp_tied", encoder_layers=2, seed=0, perturb=True):
         args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads = 16, 32, 2
     models.ARCH_CONFIG_REGISTRY[arch](args)
     config = models.MODEL_DATACLASS_REGISTRY[models.ARCH_MODEL_NAME_REGISTRY[arch]]
-    cfg = config(**{k: v for k, v in vars(args).items() if k in config.__dataclass_fields__})
+    cfg = config.from_namespace(args)
     model = cls.build_model(cfg, FakeTask(d)).double().eval()
     if perturb:   # every parameter off its init (the α logits, the relative bias, the specials' rows)
         with torch.no_grad():

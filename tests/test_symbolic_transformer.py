@@ -37,8 +37,7 @@ def build(arch="tp_transformer_tiny", seed=0, tie=True, perturb=True, **flags):
     args = argparse.Namespace(arch=arch, encoder_embed_dim=16, encoder_ffn_embed_dim=32,
                               encoder_attention_heads=2, **flags)
     models.ARCH_CONFIG_REGISTRY[arch](args)
-    fields = TPTransformerConfig.__dataclass_fields__
-    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    cfg = TPTransformerConfig.from_namespace(args)
     model = TPTransformerModel.build_model(cfg, FakeTask(d)).double().eval()
     if perturb:
         with torch.no_grad():  # move every parameter (λ, γ, β, gains included) off its init
