@@ -17,8 +17,8 @@ of tpr_rnn / stpr and tp_transformer).
 Completing a config.  fairseq merges a model's dataclass into the config only when the config
 names the model itself (fairseq/models/__init__.py ``build_model``); for an arch preset
 (``stpr_babi``, ``tp_transformer_math``...) it only calls the preset function.  So a checkpoint
-saved before an option existed, or before its group did (the flat ``entity_dropout_words`` of
-today's older checkpoints), or an argparse-era Namespace, would build without it.  Presets call
+saved before an option existed, or before its group did (``entity_dropout_words`` as a
+top-level field), or an argparse-era Namespace, would build without it.  Presets call
 ``fill_missing_fields`` after setting their own values, and ``build_model`` reads an argparse
 Namespace through ``GroupedConfig.from_namespace``.  A saved config that names the model itself
 (``_name: tp_transformer``) is merged with the dataclass by fairseq before any of our code runs,
