@@ -23,39 +23,51 @@ DEFAULT_SPLITS = "validate,test_easy,test_hard,test_big,test_massive,test_exam"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, metavar="DIR", help="directory with {split}.txt")
-    parser.add_argument("--checkpoint", action="append", required=True, metavar="NAME=PATH",
-                        help="a checkpoint to score (repeatable); NAME labels its row")
+    from nesyseq_common import cli_args
+
+    cli_args.add_checkpoint(parser, "checkpoint(s) to score, PATH or NAME=PATH (NAME labels its row; "
+                                    "default: the checkpoint's folder name)")
+    cli_args.add_data(parser, "directory with {split}.txt")
+    cli_args.add_out(parser, "eval_entailment/ beside the first checkpoint")
+    cli_args.add_subset(parser, DEFAULT_SPLITS, "comma-separated splits; missing files are skipped",
+                        aliases=["--splits"])
+    cli_args.add_cpu(parser)
     parser.add_argument("--curve", action="append", default=[], metavar="NAME=SAVE_DIR",
                         help="a save dir whose checkpoint_{epoch}_{updates}.pt files are scored on validate "
                              "(repeatable): validation accuracy vs updates")
-    parser.add_argument("--splits", default=DEFAULT_SPLITS,
-                        help="comma-separated splits; missing files are skipped")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--batch-size", type=int, default=256, help="pairs per forward pass")
 
 
 def accuracy(model, task, split: str, batch_size: int) -> float:
     import torch
+    from fairseq import utils
 
     ds = task.datasets[split]
     correct = 0
+    on_gpu = next(model.parameters()).is_cuda
     with torch.no_grad():
         for i in range(0, len(ds), batch_size):
             batch = ds.collater([ds[j] for j in range(i, min(len(ds), i + batch_size))])
+            if on_gpu:
+                batch = utils.move_to_cuda(batch)
             logits = model(**batch["net_input"])
             correct += int(((logits > 0).float() == batch["target"]).sum())
     return 100.0 * correct / max(len(ds), 1)
 
 
-def score_checkpoint(path: str, data: str, splits, batch_size: int):
+def score_checkpoint(path: str, data: str, splits, batch_size: int, cpu: bool = True):
     import plugins  # noqa: F401  (registers the task and model)
     from fairseq import checkpoint_utils
 
     from plugins.layers.tpru import recurrent_param_count
 
+    from nesyseq_common.cli_args import check_checkpoint_file
+
+    check_checkpoint_file(path)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
     model = models[0].eval()
+    if not cpu:
+        model = model.cuda()
     row = {"cell": str(cfg.model.cell), "N": cfg.model.num_roles if str(cfg.model.cell) == "tpru" else "",
            "recurrent_params": recurrent_param_count(model),
            "total_params": sum(p.numel() for p in model.parameters())}
@@ -138,7 +150,9 @@ def _name_and_path(spec: str, flag: str, placeholder: str, kind: str, exists):
     from nesyseq_common.errors import UserError
 
     if "=" not in spec:
-        raise UserError(f"{flag} {spec!r}: expected NAME={placeholder}")
+        if flag != "--checkpoint":
+            raise UserError(f"{flag} {spec!r}: expected NAME={placeholder}")
+        spec = f"{Path(spec).resolve().parent.name}={spec}"
     name, path = spec.split("=", 1)
     if not exists(path):
         raise UserError(f"{flag} {name}: no {kind} {path}")
@@ -148,14 +162,18 @@ def _name_and_path(spec: str, flag: str, placeholder: str, kind: str, exists):
 def run(args) -> int:
     from nesyseq_common.errors import UserError
 
-    splits = [s for s in args.splits.split(",") if s]
+    from nesyseq_common import cli_args
+
+    splits = [s for s in args.subset.split(",") if s]
+    cpu = cli_args.use_cpu(args)
+    paths = [_name_and_path(spec, "--checkpoint", "PATH", "file", os.path.isfile) for spec in args.checkpoint]
+    out = cli_args.out_dir(args, paths[0][1], "eval_entailment")
     rows = []
-    for spec in args.checkpoint:
-        name, path = _name_and_path(spec, "--checkpoint", "PATH", "file", os.path.isfile)
-        row = score_checkpoint(path, args.data, splits, args.batch_size)
+    for name, path in paths:
+        row = score_checkpoint(path, args.data, splits, args.batch_size, cpu)
         row["name"] = name
         rows.append(row)
-    print(write_reports(rows, splits, Path(args.out)), end="")
+    print(write_reports(rows, splits, out), end="")
     curves = {}
     for spec in args.curve:
         name, save_dir = _name_and_path(spec, "--curve", "SAVE_DIR", "directory", os.path.isdir)
@@ -163,10 +181,10 @@ def run(args) -> int:
         if not points:
             raise UserError(f"--curve {name}: no checkpoint_{{epoch}}_{{updates}}.pt in {save_dir} "
                             "(train with --save-interval-updates)")
-        curves[name] = [(u, score_checkpoint(p, args.data, ["validate"], args.batch_size)["validate"])
+        curves[name] = [(u, score_checkpoint(p, args.data, ["validate"], args.batch_size, cpu)["validate"])
                         for u, p in points]
     if curves:
-        write_curves(curves, Path(args.out))
+        write_curves(curves, out)
         for name, pts in curves.items():
             print(f"{name}: " + " ".join(f"{u}:{a:.1f}" for u, a in pts))
     return 0

@@ -20,13 +20,15 @@ from nesyseq_common.fairseq_cli import USER_DIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("data", help="the binarised folder (fairseq-preprocess --only-source)")
-    parser.add_argument("--path", required=True, help="the checkpoint to score")
-    parser.add_argument("--gen-subset", default="test", help="which split of DATA")
+    from nesyseq_common import cli_args
+
+    cli_args.add_checkpoint(parser, "the checkpoint(s) to score, one row each", aliases=["--path"])
+    cli_args.add_data(parser, "the binarised folder (fairseq-preprocess --only-source)", positional_alias=True)
+    cli_args.add_out(parser, "eval-lm/ beside the (first) checkpoint; results.json and results.csv")
+    cli_args.add_subset(parser, "test", "which split of DATA", aliases=["--gen-subset"])
+    cli_args.add_cpu(parser)
     parser.add_argument("--tokens-per-sample", type=int, default=512, help="block size (as in training)")
     parser.add_argument("--max-tokens", type=int, default=2048, help="tokens per batch")
-    parser.add_argument("--cpu", action="store_true", help="score on CPU")
-    parser.add_argument("--out", required=True, help="folder for results.json and results.csv")
     parser.add_argument("--fairseq-args", default="",
                         help="more fairseq-eval-lm options, one string, passed unchanged (shell-split); "
                              "a single option needs the = form: --fairseq-args=--context-window=64")
@@ -39,12 +41,13 @@ def evaluate_lm(data, path, out, subset="test", tokens_per_sample=512, max_token
     from fairseq_cli import eval_lm
 
     data, path, out = Path(data), Path(path), Path(out)
-    if not path.is_file():
-        raise UserError(f"--path {path}: no such checkpoint")
+    from nesyseq_common.cli_args import check_checkpoint_file
+
+    check_checkpoint_file(path)
     if not (data / "dict.txt").is_file():
         raise UserError(f"{data}: no dict.txt (is it a fairseq-preprocess --only-source folder?)")
     if not (data / f"{subset}.bin").is_file():
-        raise UserError(f"{data}: no {subset}.bin (--gen-subset {subset}; fairseq-preprocess --{subset}pref …)")
+        raise UserError(f"{data}: no {subset}.bin (--subset {subset}; fairseq-preprocess --{subset}pref …)")
     argv = [str(data), "--user-dir", str(USER_DIR), "--path", str(path), "--gen-subset", subset,
             "--tokens-per-sample", str(tokens_per_sample), "--max-tokens", str(max_tokens),
             "--num-workers", "0"] + (["--cpu"] if cpu else []) + list(extra)
@@ -64,12 +67,20 @@ def evaluate_lm(data, path, out, subset="test", tokens_per_sample=512, max_token
 def run(args) -> int:
     import shlex
 
+    from nesyseq_common import cli_args
+
     try:
         extra = shlex.split(args.fairseq_args)
     except ValueError as exc:
         raise UserError(f"--fairseq-args {args.fairseq_args!r}: {exc}") from None
-    row = evaluate_lm(args.data, args.path, args.out, args.gen_subset, args.tokens_per_sample,
-                      args.max_tokens, args.cpu, extra)
-    print(f"{args.path} on {args.gen_subset}: loss {row['loss_base2']:.4f} bits/token, "
-          f"perplexity {row['perplexity']:.2f}; {Path(args.out) / 'results.csv'}")
+    if not args.checkpoint:
+        raise UserError("--checkpoint CKPT is required")
+    data = cli_args.data_dir(args)
+    base = cli_args.out_dir(args, args.checkpoint[0], "eval-lm")
+    for ckpt in args.checkpoint:
+        out = base / Path(ckpt).stem if len(args.checkpoint) > 1 else base
+        row = evaluate_lm(data, ckpt, out, args.subset, args.tokens_per_sample, args.max_tokens,
+                          cli_args.use_cpu(args), extra)
+        print(f"{ckpt} on {args.subset}: loss {row['loss_base2']:.4f} bits/token, "
+              f"perplexity {row['perplexity']:.2f}; {out / 'results.csv'}")
     return 0

@@ -16,6 +16,7 @@ import argparse
 import csv
 import io
 import json
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,8 +194,9 @@ def evaluate_math(checkpoint, data, out_dir=None, beam: int = 1, batch_size: int
                   cpu: Optional[bool] = None, subsets=("test", "test1"), title: str = ""):
     """Decode and score; returns (list of SplitScore, dict of report paths)."""
     checkpoint, data = Path(checkpoint).resolve(), Path(data).resolve()
-    if not checkpoint.is_file():
-        raise UserError(f"--checkpoint {checkpoint}: no such file")
+    from nesyseq_common.cli_args import check_checkpoint_file
+
+    check_checkpoint_file(checkpoint)
     if not (data / "dict.src.txt").is_file():
         raise UserError(f"--data {data}: not a binarized directory (no dict.src.txt); "
                         "pass the bin/ folder written by 'nesyseq prepare math'")
@@ -206,7 +208,7 @@ def evaluate_math(checkpoint, data, out_dir=None, beam: int = 1, batch_size: int
     scores = []
     for subset in subsets:
         if subset not in SUBSETS:
-            raise UserError(f"--subsets: unknown subset {subset!r}; valid: {', '.join(SUBSETS)}")
+            raise UserError(f"--subset: unknown subset {subset!r}; valid: {', '.join(SUBSETS)}")
         if not (data / f"{subset}.src-tgt.src.idx").is_file():
             if subset == "test":
                 raise UserError(f"{data}/{subset}.src-tgt.src.idx: missing interpolate test set")
@@ -218,24 +220,43 @@ def evaluate_math(checkpoint, data, out_dir=None, beam: int = 1, batch_size: int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, nargs="+", metavar="CKPT",
-                        help="fairseq checkpoint(s) (.pt) to decode with; several (steps of one run "
-                             "or several runs) also give steps.md/.csv (Table 1 columns), "
-                             "accuracy_vs_steps.png and modules_<split>.png (Fig. 2)")
+    from nesyseq_common import cli_args
+
+    cli_args.add_checkpoint(parser, "fairseq checkpoint(s) (.pt) to decode with; several (steps of one run "
+                                    "or several runs) also give steps.md/.csv (Table 1 columns), "
+                                    "accuracy_vs_steps.png and modules_<split>.png (Fig. 2); a training "
+                                    "run's --save-dir: every checkpoint_<epoch>_<updates>.pt in it, and "
+                                    "best.json naming the step checkpoint_best.pt is")
+    cli_args.add_data(parser, "binarized data directory (DIR/bin from 'nesyseq prepare math')")
+    cli_args.add_out(parser, "eval_<checkpoint name>/ beside the checkpoint; eval_math/ beside the first "
+                             "of several")
+    cli_args.add_subset(parser, "test,test1", "comma-separated: test (interpolate), test1 (extrapolate)",
+                        aliases=["--subsets"])
+    cli_args.add_cpu(parser)
     parser.add_argument("--labels", default=None,
-                        help="comma-separated run name per checkpoint (default: the checkpoint's "
-                             "directory name, e.g. tp / base)")
-    parser.add_argument("--data", required=True,
-                        help="binarized data directory (DIR/bin from 'nesyseq prepare math')")
-    parser.add_argument("--out", default=None,
-                        help="where to write results.md/.csv, summary.json and PNGs "
-                             "(default: eval_<checkpoint name>/ beside the checkpoint)")
+                        help="comma-separated run name per checkpoint, or one name for all (default: "
+                             "the checkpoint's directory name, e.g. tp / base)")
     parser.add_argument("--beam", type=int, default=1, help="beam size; 1 is greedy decoding (the paper)")
     parser.add_argument("--batch-size", type=int, default=128, help="sentences per decoding batch")
-    parser.add_argument("--subsets", default="test,test1",
-                        help="comma-separated: test (interpolate), test1 (extrapolate)")
-    parser.add_argument("--cpu", action="store_true", help="decode on CPU even when CUDA is present")
     parser.add_argument("--title", default="", help="title for the table and the charts")
+
+
+def saved_steps(save_dir: Path) -> List[Path]:
+    """A training run's folder -> its step checkpoints ``checkpoint_<epoch>_<updates>.pt`` in
+    update order (fairseq's --save-interval-updates with --keep-interval-updates -1)."""
+    steps = []
+    for p in Path(save_dir).glob("checkpoint_*_*.pt"):
+        m = _STEP_NAME.fullmatch(p.name)
+        if m:
+            steps.append((int(m.group(2)), p))
+    if not steps:
+        raise UserError(f"--checkpoint {save_dir}: a folder without step checkpoints "
+                        "(checkpoint_<epoch>_<updates>.pt; train with --save-interval-updates N "
+                        "--keep-interval-updates -1)")
+    return [p for _, p in sorted(steps)]
+
+
+_STEP_NAME = re.compile(r"checkpoint_(\d+)_(\d+)\.pt")
 
 
 def run(args) -> int:
@@ -243,7 +264,11 @@ def run(args) -> int:
         raise UserError(f"--beam {args.beam}: must be >= 1")
     checkpoints = [args.checkpoint] if isinstance(args.checkpoint, str) else list(args.checkpoint)
     kw = dict(beam=args.beam, batch_size=args.batch_size, cpu=True if args.cpu else None,
-              subsets=[s for s in args.subsets.split(",") if s], title=args.title)
+              subsets=[s for s in args.subset.split(",") if s], title=args.title)
+    if len(checkpoints) > 1 and not args.out:
+        args.out = str(Path(checkpoints[0]).resolve().parent / "eval_math")
+    if len(checkpoints) == 1 and Path(checkpoints[0]).is_dir():
+        return _run_folder(Path(checkpoints[0]), args, kw)
     if len(checkpoints) > 1:
         return _run_several(checkpoints, args, kw)
     scores, paths = evaluate_math(checkpoints[0], args.data, args.out, **kw)
@@ -253,13 +278,31 @@ def run(args) -> int:
     return 0
 
 
+def _run_folder(save_dir: Path, args, kw) -> int:
+    """A training run's folder: every saved step (checkpoint_best.pt too when it is none of them),
+    the comparison over steps, and best.json naming the step that checkpoint_best.pt is (chosen
+    by fairseq on the valid split)."""
+    steps = saved_steps(save_dir)
+    best_path = save_dir / "checkpoint_best.pt"
+    best = checkpoint_steps(best_path) if best_path.is_file() else None
+    if best is not None and best not in [checkpoint_steps(p) for p in steps]:
+        steps.append(best_path)
+    if not args.out:
+        args.out = str(save_dir.resolve() / "eval_math")
+    code = _run_several([str(p) for p in steps], args, kw)
+    atomic_write_bytes(str(Path(args.out).resolve() / "best.json"),
+                       (json.dumps({"checkpoint": str(best_path.resolve()) if best is not None else None,
+                                    "steps": best}, indent=1) + "\n").encode("utf-8"))
+    return code
+
+
 def _run_several(checkpoints, args, kw) -> int:
     """One evaluation per checkpoint (OUT/<run>_<steps>/), then the comparison in OUT."""
     labels = [x for x in args.labels.split(",")] if args.labels else None
+    if labels is not None and len(labels) == 1:   # one run's steps
+        labels = labels * len(checkpoints)
     if labels is not None and len(labels) != len(checkpoints):
         raise UserError(f"--labels: {len(labels)} names for {len(checkpoints)} checkpoints")
-    if not args.out:
-        raise UserError("--out DIR is required with several --checkpoint files")
     out = Path(args.out).resolve()
     entries = []
     for i, ckpt in enumerate(checkpoints):

@@ -53,19 +53,22 @@ REQUIRED = ("model", "task", "seed", "ckpt", "data")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from nesyseq_common import cli_args
+
     parser.add_argument("--run", action="append", metavar="K=V,...",
                         help="one checkpoint: model=,task=,seed=,ckpt=,data=[,names=][,split=][,subset=][,beta=]; "
                         "arms=\"V1 V2\" with {arm} in ckpt=: one per arm, and the lowest valid loss kept")
-    parser.add_argument("--out", metavar="DIR", help="report directory (required with --run)")
+    cli_args.add_out(parser, "qa_eval/ beside the first checkpoint; required with --run")
+    cli_args.add_subset(parser, "test", "the split a --run without subset= scores")
+    cli_args.add_cpu(parser)
     parser.add_argument("--label", default="bAbI-style", help="data label used in titles (bAbI / bAbI-style)")
     parser.add_argument("--batch-size", type=int, default=256, help="questions per forward pass")
     ext = parser.add_argument_group("a trained checkpoint on bAbI-format files it never saw "
                                     "(evaluations/qa_external.py; no prepare qa, no retraining)")
-    ext.add_argument("--checkpoint", action="append", metavar="CKPT",
-                     help="babi_qa checkpoint (repeatable: e.g. one per seed; mean ± std per file)")
+    cli_args.add_checkpoint(ext, "babi_qa checkpoint(s) (e.g. one per seed; mean ± std per file)", required=False)
     ext.add_argument("--babi-file", action="append", metavar="FILE", help="bAbI-format file (repeatable)")
-    ext.add_argument("--data", metavar="BIN", help="folder with the training dict.src.txt (default: the "
-                     "checkpoint's training data folder)")
+    cli_args.add_data(ext, "folder with the training dict.src.txt (default: the checkpoint's training data "
+                           "folder)", required=False)
     ext.add_argument("--memory-size", type=int, help="story sentences kept (default: the training data's)")
 
 
@@ -171,15 +174,16 @@ def load_state(ckpt: str, data: str) -> dict:
 
     import plugins  # noqa: F401  registers the models/tasks and the checkpoint safe globals
 
-    if not Path(ckpt).is_file():
-        raise UserError(f"--run ckpt={ckpt}: no such file")
+    from nesyseq_common.cli_args import check_checkpoint_file
+
+    check_checkpoint_file(ckpt, "--run ckpt=")
     if not Path(data).is_dir():
         raise UserError(f"--run data={data}: no such directory")
     return checkpoint_utils.load_checkpoint_to_cpu(ckpt, arg_overrides={"data": data})
 
 
 def answers(ckpt: str, data: str, subset: str = "test", batch_size: int = 256, beta: str = None,
-            state: dict = None):
+            state: dict = None, cpu: bool = True):
     """Yield ``(task, sample, pred, gold)`` batch by batch: ``ckpt``'s argmax answer (B,) and the
     gold answer (B,) on ``data``/``subset``; ``beta`` as in :func:`answer_error`; ``state``: the
     checkpoint already read by :func:`load_state` (read here otherwise)."""
@@ -193,18 +197,24 @@ def answers(ckpt: str, data: str, subset: str = "test", batch_size: int = 256, b
     model = models[0].eval()
     if beta is not None:
         _fix_beta(model, beta, ckpt)
+    if not cpu:
+        model = model.cuda()
     task.load_dataset(subset)
     ds = task.dataset(subset)
     with torch.no_grad():
         for start in range(0, len(ds), batch_size):
             sample = ds.collater([ds[i] for i in range(start, min(len(ds), start + batch_size))])
+            if not cpu:
+                from fairseq import utils
+
+                sample = utils.move_to_cuda(sample)
             out = model(**sample["net_input"])
             pred = model.get_normalized_probs(out, log_probs=True)[:, 0].argmax(-1)
             yield task, sample, pred, sample["target"][:, 0]
 
 
 def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 256,
-                 beta: str = None) -> Dict[str, object]:
+                 beta: str = None, cpu: bool = True) -> Dict[str, object]:
     """% wrong answers of ``ckpt`` on ``data``/``subset`` (teacher-forced argmax at the answer step:
     fairseq-generate ``--beam 1`` except where that argmax is EOS, which generate forbids at the
     first step and which counts as wrong here; docs/qa.md, "10,000 names, 64 buckets"), the number
@@ -213,7 +223,7 @@ def answer_error(ckpt: str, data: str, subset: str = "test", batch_size: int = 2
     state = load_state(ckpt, data)
     loss = valid_loss(state)
     wrong = total = 0
-    for _, _, pred, gold in answers(ckpt, data, subset, batch_size, beta, state=state):
+    for _, _, pred, gold in answers(ckpt, data, subset, batch_size, beta, state=state, cpu=cpu):
         wrong += int(pred.ne(gold).sum())
         total += gold.numel()
     if total == 0:
@@ -346,13 +356,17 @@ def run(args) -> int:
         return run_external(args)
     if not args.run or not args.out:
         raise UserError("evaluate qa needs --run ... --out DIR, or --checkpoint CKPT --babi-file FILE")
+    from nesyseq_common import cli_args
+
+    cpu = cli_args.use_cpu(args)
     runs = [parse_run(t) for t in args.run]
     rows = []
     for run_ in runs:
         evaluated = []
         for r in expand_arms(run_):
-            res = answer_error(r["ckpt"], r["data"], r.get("subset", "test"), args.batch_size, r.get("beta"))
-            evaluated.append(dict(r, subset=r.get("subset", "test"), error=f"{res['error']:.2f}",
+            subset = r.get("subset", args.subset)
+            res = answer_error(r["ckpt"], r["data"], subset, args.batch_size, r.get("beta"), cpu=cpu)
+            evaluated.append(dict(r, subset=subset, error=f"{res['error']:.2f}",
                                   questions=str(res["questions"]), valid_loss=res["valid_loss"]))
         if len(evaluated) > 1:
             rows.append(choose_arm(run_, evaluated))

@@ -32,8 +32,9 @@ def _load_state(ckpt: str):
 
     import plugins  # noqa: F401  registers models/tasks and the checkpoint safe globals
 
-    if not Path(ckpt).is_file():
-        raise UserError(f"--checkpoint {ckpt}: no such file")
+    from nesyseq_common.cli_args import check_checkpoint_file
+
+    check_checkpoint_file(ckpt)
     return checkpoint_utils.load_checkpoint_to_cpu(ckpt)
 
 

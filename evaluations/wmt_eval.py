@@ -60,8 +60,9 @@ def evaluate_wmt(checkpoint, data, subset: str = "test", out_dir=None, beam: int
                  lenpen: float = 0.6, batch_size: int = 64, cpu: bool = True,
                  reference=None, extra: Optional[List[str]] = None) -> dict:
     checkpoint, data = Path(checkpoint), Path(data)
-    if not checkpoint.is_file():
-        raise UserError(f"--checkpoint {checkpoint}: no such file")
+    from nesyseq_common.cli_args import check_checkpoint_file
+
+    check_checkpoint_file(checkpoint)
     meta_file = data / "prepare.json"
     if not meta_file.is_file():
         raise UserError(f"--data {data}: no prepare.json (not made by `nesyseq prepare wmt`)")
@@ -93,22 +94,34 @@ def evaluate_wmt(checkpoint, data, subset: str = "test", out_dir=None, beam: int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="fairseq checkpoint (.pt)")
-    parser.add_argument("--data", required=True, help="the OUT of `nesyseq prepare wmt`")
-    parser.add_argument("--subset", default="test", help="split to decode")
+    from nesyseq_common import cli_args
+
+    cli_args.add_checkpoint(parser, "fairseq checkpoint(s) (.pt); several are scored one by one, each "
+                                    "into OUT/<checkpoint name>/")
+    cli_args.add_data(parser, "the OUT of `nesyseq prepare wmt`")
+    cli_args.add_out(parser, "eval-wmt-SUBSET/ beside the (first) checkpoint")
+    cli_args.add_subset(parser, "test", "split to decode")
+    cli_args.add_cpu(parser, gpu_alias=True)
     parser.add_argument("--reference", default=None,
                         help="reference file (default DATA/ref/test.<tgt>, the untouched input)")
-    parser.add_argument("--out", default=None, help="default: CHECKPOINT_DIR/eval-wmt-SUBSET")
     parser.add_argument("--beam", type=int, default=5, help="beam size")
     parser.add_argument("--lenpen", type=float, default=0.6, help="length penalty")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per decoding batch")
-    parser.add_argument("--gpu", action="store_true", help="decode on the GPU (default CPU)")
 
 
 def run(args) -> int:
-    r = evaluate_wmt(args.checkpoint, args.data, args.subset, args.out, args.beam, args.lenpen,
-                     args.batch_size, cpu=not args.gpu, reference=args.reference)
-    print(f"BLEU = {r['bleu']:.2f}  ({r['bleu_signature']})")
-    print(f"chrF = {r['chrf']:.2f}  ({r['chrf_signature']})")
-    print(f"hypotheses: {r['hypotheses']}")
+    from nesyseq_common import cli_args
+
+    cpu = cli_args.use_cpu(args)
+    several = len(args.checkpoint) > 1
+    for ckpt in args.checkpoint:
+        out = args.out
+        if several:   # one folder per checkpoint
+            base = cli_args.out_dir(args, args.checkpoint[0], f"eval-wmt-{args.subset}")
+            out = base / Path(ckpt).stem
+        r = evaluate_wmt(ckpt, args.data, args.subset, out, args.beam, args.lenpen,
+                         args.batch_size, cpu=cpu, reference=args.reference)
+        print(f"{ckpt}: BLEU = {r['bleu']:.2f}  ({r['bleu_signature']})")
+        print(f"{ckpt}: chrF = {r['chrf']:.2f}  ({r['chrf_signature']})")
+        print(f"hypotheses: {r['hypotheses']}")
     return 0

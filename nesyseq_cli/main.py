@@ -8,6 +8,7 @@
     nesyseq analyze roles     k-means of TP-Transformer role vectors (paper Fig. 3)
     nesyseq prepare entailment / evaluate entailment   logical entailment (TPRU, docs/tpru.md)
     nesyseq convert folnet    the authors' FOLNet checkpoint (*.pt + *.cfg) -> fairseq checkpoint (docs/folnet.md)
+    nesyseq convert export    a trained checkpoint's weights only (fp16), for re-evaluation
     nesyseq convert warm-start  a trained checkpoint re-indexed to another dictionary (curriculum; docs/qa.md)
     nesyseq tokenize wordpiece  BERT WordPiece tokenization of raw text (for converted FOLNet checkpoints)
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
@@ -48,6 +49,8 @@ COMMANDS = {
     ("evaluate", "entailment"): ("evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
     ("tokenize", "wordpiece"): ("data_prep.wordpiece", "BERT WordPiece tokenization (for converted FOLNet checkpoints)"),
     ("convert", "folnet"): ("plugins.converters.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
+    ("convert", "export"): ("evaluations.export", "a trained checkpoint's weights only (fp16 or fp32), for re-evaluation"),
+    ("analyze", "math-study"): ("evaluations.math_study", "the TP-T vs Transformer study's report: Table 1, Fig. 2, steps, paired bootstrap"),
     ("convert", "warm-start"): ("plugins.converters.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
 }
 
@@ -82,6 +85,7 @@ def build_parser(only: Optional[Iterable[Tuple[str, Optional[str]]]] = None) -> 
         description="nesyseq: neuro-symbolic reasoning plugins for fairseq",
         allow_abbrev=False,
     )
+    parser.add_argument("--version", action="version", version=f"nesyseq {_version()}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups = {}
     for (group, name), (module_name, help_text) in COMMANDS.items():
@@ -104,8 +108,29 @@ def build_parser(only: Optional[Iterable[Tuple[str, Optional[str]]]] = None) -> 
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nesyseq")
+    except PackageNotFoundError:   # a checkout run without installing
+        return "unknown (not installed)"
+
+
+def quiet_third_party_logging() -> None:
+    """fairseq configures the root logger at INFO when imported (fairseq/tasks/text_to_speech.py:23,
+    logging.basicConfig), so every nesyseq error came after lines like "INFO:fairseq.tasks...
+    Please install tensorboardX".  Configuring the root logger first, at WARNING, makes that
+    basicConfig a no-op; our own messages are prints and one-line errors."""
+    import logging
+
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(name)s: %(message)s")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    quiet_third_party_logging()
     chosen = selected_command(argv)
     parser = build_parser(only=[chosen] if chosen else [])
     args, extra = parser.parse_known_args(argv)

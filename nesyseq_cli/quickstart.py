@@ -64,6 +64,14 @@ def run(args) -> int:
     from data_prep.math_pipeline import prepare_math
     from evaluations.math_eval import evaluate_math
 
+    from nesyseq_common.errors import UserError
+
+    import plugins  # noqa: F401  (registers the architectures: an unknown --arch fails before any data work)
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    if args.arch not in ARCH_MODEL_REGISTRY:
+        close = sorted(a for a in ARCH_MODEL_REGISTRY if a.startswith(("tp_", "transformer_math")))
+        raise UserError(f"--arch {args.arch}: no such architecture (e.g. {', '.join(close)})")
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()

@@ -1,4 +1,4 @@
-"""--bf16 / --memory-efficient-bf16 without a TPU (plugins/fairseq_fixes.py).
+"""--bf16 / --memory-efficient-bf16 without a TPU (plugins/patches/bf16_tpu.py).
 
 fairseq's options.py:200-201 sets tpu=True whenever --bf16 is given; the plugin undoes
 that at distributed_utils.call_main unless a TPU is really in use."""
@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from plugins import fairseq_fixes
-from plugins.fairseq_fixes import resolve_bf16_tpu, tpu_requested_explicitly
+from plugins.patches import apply_all
+from plugins.patches import bf16_tpu
+from plugins.patches.bf16_tpu import resolve_bf16_tpu, tpu_requested_explicitly
+
+apply_all()   # what user_dir does when fairseq loads it
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,7 +62,7 @@ def test_call_main_is_patched_once():
     from fairseq.distributed import utils as distributed_utils
 
     assert getattr(distributed_utils.call_main, "_nesyseq_fixed", False)
-    fairseq_fixes._install_bf16_fix()  # idempotent: no double wrapping
+    bf16_tpu._install_bf16_fix()  # idempotent: no double wrapping
     assert distributed_utils.call_main.__closure__ is not None
     inner = [c.cell_contents for c in distributed_utils.call_main.__closure__
              if callable(c.cell_contents) and getattr(c.cell_contents, "__name__", "") == "call_main"]

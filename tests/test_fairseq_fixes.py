@@ -1,4 +1,4 @@
-"""Fixes of the pinned fairseq (plugins/fairseq_fixes.py): batch_by_size must cover every
+"""Fixes of the pinned fairseq (plugins/patches/): batch_by_size must cover every
 index exactly once (the pinned build drops the remainder when required_batch_size_multiple
 > 1); a run resumed at a later epoch must train on the uninterrupted run's batches."""
 from pathlib import Path
@@ -7,10 +7,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import plugins  # noqa: F401  (applies the fixes)
-from fairseq.data import FairseqDataset, data_utils
-from fairseq.tasks import FairseqTask
-from plugins import fairseq_fixes
+import plugins  # noqa: F401  (registers the models; patches nothing)
+from plugins.patches import apply_all
+from plugins.patches import resume_batches
+from plugins.patches import resume_budget
+
+apply_all()   # what user_dir does when fairseq loads it
+from fairseq.data import FairseqDataset, data_utils  # noqa: E402
+from fairseq.tasks import FairseqTask  # noqa: E402
 from tests.qa_helpers import lr_per_epoch, prepare_tiny_task1, same_weights
 
 
@@ -90,7 +94,7 @@ def test_resumed_run_sees_the_uninterrupted_batches(resume_epoch, offset):
     for epoch in full:  # every example once per epoch
         assert sorted(i for b in full[epoch] for i in b) == list(range(40))
     # the test can fail: fairseq's own iterator composes other batches when started later
-    unfixed = _epochs(fairseq_fixes._get_batch_iterator, resume_epoch, 6, offset)
+    unfixed = _epochs(resume_batches.original(), resume_epoch, 6, offset)
     assert any(unfixed[e] != resumed[e] for e in resumed)
 
 
@@ -235,9 +239,9 @@ def _num_updates(save_dir):
 
 
 def test_at_update_budget_is_fairseqs_stop_test():
-    assert fairseq_fixes.at_update_budget(20, 20) and fairseq_fixes.at_update_budget(21, 20)
-    assert not fairseq_fixes.at_update_budget(19, 20)
-    assert not fairseq_fixes.at_update_budget(50, 0) and not fairseq_fixes.at_update_budget(50, None)
+    assert resume_budget.at_update_budget(20, 20) and resume_budget.at_update_budget(21, 20)
+    assert not resume_budget.at_update_budget(19, 20)
+    assert not resume_budget.at_update_budget(50, 0) and not resume_budget.at_update_budget(50, None)
 
 
 @pytest.mark.slow
@@ -260,9 +264,9 @@ def test_run_resumed_at_its_max_update_trains_nothing(tmp_path, as_module):
 
 
 def test_stopped_early_is_should_stop_earlys_test():
-    assert fairseq_fixes.stopped_early(2, 2) and fairseq_fixes.stopped_early(3, 2)
-    assert not fairseq_fixes.stopped_early(1, 2) and not fairseq_fixes.stopped_early(5, 0)
-    assert not fairseq_fixes.stopped_early(None, 2) and not fairseq_fixes.stopped_early(5, -1)
+    assert resume_budget.stopped_early(2, 2) and resume_budget.stopped_early(3, 2)
+    assert not resume_budget.stopped_early(1, 2) and not resume_budget.stopped_early(5, 0)
+    assert not resume_budget.stopped_early(None, 2) and not resume_budget.stopped_early(5, -1)
 
 
 def test_restore_early_stop_sets_or_clears_the_running_train_py(monkeypatch):
@@ -278,13 +282,13 @@ def test_restore_early_stop_sets_or_clears_the_running_train_py(monkeypatch):
         return False
     fake.should_stop_early = should_stop_early
     monkeypatch.setitem(sys.modules, "fairseq_cli.train", fake)
-    saved = {fairseq_fixes._EARLY_STOP_KEY: {"best": 0.5, "num_runs": 2}}
-    fairseq_fixes.restore_early_stop(saved, reset=False)
+    saved = {resume_budget._EARLY_STOP_KEY: {"best": 0.5, "num_runs": 2}}
+    resume_budget.restore_early_stop(saved, reset=False)
     assert (should_stop_early.best, should_stop_early.num_runs) == (0.5, 2)
-    fairseq_fixes.restore_early_stop(saved, reset=True)      # --finetune-from-model, --reset-meters
+    resume_budget.restore_early_stop(saved, reset=True)      # --finetune-from-model, --reset-meters
     assert not hasattr(should_stop_early, "best") and not hasattr(should_stop_early, "num_runs")
     should_stop_early.best, should_stop_early.num_runs = 0.1, 9   # left by an earlier run in the process
-    fairseq_fixes.restore_early_stop(None, reset=False)       # no checkpoint
+    resume_budget.restore_early_stop(None, reset=False)       # no checkpoint
     assert not hasattr(should_stop_early, "best") and not hasattr(should_stop_early, "num_runs")
 
 

@@ -76,6 +76,13 @@ def test_several_checkpoints_through_the_cli(tmp_path, monkeypatch):
     rows = list(csv.DictReader(open(tmp_path / "o" / "steps.csv")))
     assert [(r["run"], r["steps"], r["interpolate_accuracy"]) for r in rows] == [
         ("base", "700000", "0.5000"), ("tp", "700000", "0.5000"), ("tp", "1700000", "0.9000")]
-    bad = parser.parse_args(["--checkpoint", *ckpts, "--data", "d", "--out", "o", "--labels", "x"])
+    bad = parser.parse_args(["--checkpoint", *ckpts, "--data", "d", "--out", str(tmp_path / "bad"),
+                             "--labels", "x,y"])
     with pytest.raises(UserError, match="--labels"):
         math_eval.run(bad)
+    assert not (tmp_path / "bad").exists()
+    # one label names every checkpoint (the steps of one run)
+    calls.clear()
+    one = parser.parse_args(["--checkpoint", *ckpts, "--data", "d", "--out", str(tmp_path / "one"), "--labels", "r"])
+    assert math_eval.run(one) == 0
+    assert [c[1] for c in calls] == ["r_700k", "r_1700k", "r_700k"]

@@ -201,7 +201,7 @@ def test_requeue_resume_matches_uninterrupted(slurm_cluster, prepared, tmp_path)
     and the data order performs exactly the float operations of the uninterrupted run, in the
     same order (measured: max |dw| = 0.0 for resumes at 5, 14, 15 and 22 of 40 updates, and
     in this test).  Any state it failed to restore shows as a nonzero difference; before
-    plugins/fairseq_fixes.py made the batches independent of the resume epoch, the losses
+    plugins/patches/resume_batches.py made the batches independent of the resume epoch, the losses
     differed from the first update of the next epoch (0.649 vs 0.627 at update 40)."""
     # save_interval_updates=7 with 5 updates per epoch: the resume point falls mid-epoch.
     # 100 updates (300 before the suite had to fit in 10 minutes) still leave the run going

@@ -161,6 +161,23 @@ def test_parameter_counts_match_paper():
     assert tp - base == (18 + 1) * (512 * 512 + 512)
 
 
+@pytest.mark.parametrize("tp_arch,wide_arch,layers,d", [("tp_transformer_math", "transformer_math_wide", 6, 512),
+                                                        ("tp_transformer_tiny", "transformer_math_tiny_wide", 2, 64)])
+def test_wide_baselines_match_the_tp_parameter_count(tp_arch, wide_arch, layers, d):
+    """The wide baselines spend TP-T's extra parameters on FF width: same d, heads and depth, the
+    count within 2% of TP-T's (counted from the formula, not from the model)."""
+    dic = make_dict(72 - 4)
+    tp = build(tp_arch, dic)
+    wide = build(wide_arch, dic)
+    n_tp, n_wide = (sum(p.numel() for p in m.parameters()) for m in (tp, wide))
+    assert abs(n_wide - n_tp) / n_tp < 0.02, (n_tp, n_wide)
+    ff, base_ff = (m.encoder.layers[0].ff.fc1.out_features for m in (wide, tp))
+    # by the formula: TP-T's extra = (3L + 1)(d^2 + d); the widening adds 2L(2d + 1) per FF unit
+    extra_tp = (3 * layers + 1) * (d * d + d)
+    assert n_wide - (n_tp - extra_tp) == 2 * layers * (2 * d + 1) * (ff - base_ff)
+    assert not wide.encoder.layers[0].self_attn.role_binding
+
+
 def _encode(model, src):
     return model.encoder(src, src_lengths=src.ne(1).sum(1))
 

@@ -1,6 +1,15 @@
-"""Thin entry for ``fairseq-train --user-dir user_dir`` (and generate, hydra-train).
+"""Thin entry for ``fairseq-train/-generate/-hydra-train --user-dir user_dir``.
 
-All code lives in the installed ``plugins`` package; importing it registers
-every nesyseq model, architecture, task and criterion with fairseq.
+fairseq imports this folder as a module.  It applies the fixes of the pinned fairseq's bugs
+(``plugins.patches``: each checks the fairseq version it was written for and refuses another with
+one line naming the patch) and imports ``plugins``, which registers every nesyseq model,
+architecture, task and criterion.
 """
-import plugins  # noqa: F401
+from plugins.patches import UntestedFairseq, apply_all
+
+try:
+    apply_all()
+except UntestedFairseq as exc:   # one line, not a traceback through fairseq's import machinery
+    raise SystemExit(f"nesyseq: {exc}") from None
+
+import plugins  # noqa: E402,F401

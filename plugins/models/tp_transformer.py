@@ -13,6 +13,8 @@ Architectures:
     tp_transformer_math   d=512, ffn 2048, H=8, L=6 (+6), dropout 0   (the paper)
     transformer_math      the same with r ≡ 1 everywhere (the fair baseline)
     tp_transformer_tiny / transformer_math_tiny   small presets for CPU tests
+    transformer_math_wide / transformer_math_tiny_wide   the baselines with a wider FF, at the
+                          TP-Transformer's parameter count (within 0.1%)
 
 ``--symbolic-embeddings`` / ``--symbolic-output`` (symbol-shift equivariance, any preset):
 every token also carries a symbolic state s ∈ ℝ^m over the distinct words of the source
@@ -549,3 +551,20 @@ def tp_transformer_tiny(args):
 def transformer_math_tiny(args):
     without_roles(args)
     tp_transformer_tiny(args)
+
+
+# Baselines widened to the TP-Transformer's parameter count (the paper compares at equal depth and
+# width, so TP-T has ~11% more parameters).  The extra parameters of TP-T are one d x d role
+# projection W^(r) (+ bias) per attention (encoder L, decoder 2L) and the embedding role W^(p); the
+# wide baselines spend them on the FF hidden width instead, keeping d, heads and depth.  With a
+# joined character dictionary the counts differ by < 0.1% (tests/test_tp_transformer.py checks 2%).
+@register_model_architecture("tp_transformer", "transformer_math_wide")
+def transformer_math_wide(args):
+    set_default(args, "encoder_ffn_embed_dim", 2454)   # 49.18M vs tp_transformer_math's 49.18M
+    transformer_math(args)
+
+
+@register_model_architecture("tp_transformer", "transformer_math_tiny_wide")
+def transformer_math_tiny_wide(args):
+    set_default(args, "encoder_ffn_embed_dim", 312)    # 0.2675M vs tp_transformer_tiny's 0.2677M
+    transformer_math_tiny(args)

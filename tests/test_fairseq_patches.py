@@ -1,0 +1,61 @@
+"""plugins/patches: every patch checks the fairseq version it was written for, refuses another
+with one line naming it unless forced, and nothing is patched by importing our packages."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plugins import patches
+from plugins.patches import _version
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", patches.PATCHES)
+def test_each_patch_refuses_an_untested_fairseq(name, monkeypatch):
+    module = patches.patch_module(name)
+    assert module.FAIRSEQ_VERSIONS and module.NAME == name
+    assert re.search(r"fairseq(_cli)?/[\w/]+\.py:\d+", module.__doc__ or ""), name   # names the bug's file:line
+    monkeypatch.delenv(_version.FORCE_ENV, raising=False)
+    monkeypatch.setattr(_version, "fairseq_version", lambda: "0.13.0")
+    with pytest.raises(patches.UntestedFairseq) as err:
+        module.apply()
+    msg = str(err.value)
+    assert f"'{name}'" in msg and "0.13.0" in msg and _version.FORCE_ENV in msg and "\n" not in msg
+    monkeypatch.setenv(_version.FORCE_ENV, "1")
+    module.apply()   # forced through (and idempotent: the pinned fairseq may be patched already)
+
+
+def _python(code: str, env=None):
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_importing_plugins_or_an_evaluation_helper_patches_nothing():
+    r = _python(
+        "import plugins, plugins.checkpoint_safety, evaluations.math_eval, evaluations.qa_eval\n"
+        "from fairseq.data import data_utils\n"
+        "from fairseq.tasks.fairseq_task import FairseqTask\n"
+        "from fairseq.file_io import PathManager\n"
+        "from fairseq.distributed import utils as du\n"
+        "fixed = [f for f in (data_utils.batch_by_size, FairseqTask.get_batch_iterator, PathManager.copy,\n"
+        "                     du.call_main, du.infer_init_method) if getattr(f, '_nesyseq_fixed', False)]\n"
+        "assert not fixed, fixed\n"
+        "import user_dir\n"
+        "assert getattr(data_utils.batch_by_size, '_nesyseq_fixed', False)\n"
+        "assert getattr(du.infer_init_method, '_nesyseq_fixed', False)\n")
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_user_dir_refuses_an_untested_fairseq_in_one_line():
+    code = "import fairseq; fairseq.__version__ = '9.9.9'\nimport user_dir\n"
+    r = _python(code, env={_version.FORCE_ENV: ""})
+    assert r.returncode == 1
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and "INFO" not in ln]
+    assert lines == ["nesyseq: nesyseq patch 'batch_remainder' was written for fairseq 0.12.3, found 9.9.9; "
+                     f"set {_version.FORCE_ENV}=1 to apply it anyway"], r.stderr
+    r = _python(code, env={_version.FORCE_ENV: "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
