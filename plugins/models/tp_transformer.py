@@ -486,7 +486,6 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
         encoder = TPTransformerEncoder(cfg, src_dict, enc_emb, enc_alpha)
         decoder = TPTransformerDecoder(cfg, tgt_dict, dec_emb, dec_alpha)
         model = cls(encoder, decoder)
-        model.zero_unseen_alpha = bool(cfg.zero_unseen_alpha)
         return maybe_compile(model, cfg)
 
     def set_unseen(self, ids) -> None:
@@ -501,7 +500,7 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
             self.decoder.unseen.copy_(unseen)
             self.decoder.zero_unseen = True
         for alpha in {id(a): a for a in (self.encoder.alpha, self.decoder.alpha) if a is not None}.values():
-            alpha.set_unseen(unseen, zero_alpha=getattr(self, "zero_unseen_alpha", False))
+            alpha.set_unseen(unseen, zero_alpha=bool(self.encoder.cfg.zero_unseen_alpha))
 
 
 def without_roles(args):
