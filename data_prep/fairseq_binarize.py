@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Optional, Sequence
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 
 def fairseq_preprocess(dest: Path, trainpref: Path, validpref: Optional[Path] = None, testprefs: Sequence[Path] = (),

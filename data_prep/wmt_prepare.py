@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
-from data_prep.fairseq_binarize import fairseq_preprocess
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
+from nesyseq.data_prep.fairseq_binarize import fairseq_preprocess
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
 
 _WS = re.compile(r"\s+")
 

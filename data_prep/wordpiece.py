@@ -4,12 +4,12 @@
 
 Writes one line of space-separated word pieces per input line; then
 ``fairseq-preprocess --only-source --srcdict DIR/dict.txt`` (the ``dict.txt`` of
-``nesyseq convert folnet``) binarizes it.  The tokenizer is nesyseq_common/wordpiece.py, the
+``nesyseq convert folnet``) binarizes it.  The tokenizer is nesyseq.common/wordpiece.py, the
 one fairseq's ``--bpe wordpiece --wordpiece-vocab vocab.txt`` applies too.
 """
 from pathlib import Path
 
-from nesyseq_common.wordpiece import WordPiece
+from nesyseq.common.wordpiece import WordPiece
 
 
 def add_arguments(parser) -> None:
@@ -20,8 +20,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from nesyseq_common.atomic import atomic_write
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.atomic import atomic_write
+    from nesyseq.common.errors import UserError
     try:
         tok = WordPiece(args.vocab, cased=args.cased)
     except ValueError as exc:

@@ -17,13 +17,13 @@ import io
 import os
 from pathlib import Path
 
-from nesyseq_common.atomic import atomic_write_bytes
+from nesyseq.common.atomic import atomic_write_bytes
 
 DEFAULT_SPLITS = "validate,test_easy,test_hard,test_big,test_massive,test_exam"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from nesyseq_common import cli_args
+    from nesyseq.common import cli_args
 
     cli_args.add_checkpoint(parser, "checkpoint(s) to score, PATH or NAME=PATH (NAME labels its row; "
                                     "default: the checkpoint's folder name)")
@@ -56,12 +56,12 @@ def accuracy(model, task, split: str, batch_size: int) -> float:
 
 
 def score_checkpoint(path: str, data: str, splits, batch_size: int, cpu: bool = True):
-    import plugins  # noqa: F401  (registers the task and model)
+    from nesyseq import plugins  # noqa: F401  (registers the task and model)
     from fairseq import checkpoint_utils
 
-    from plugins.layers.tpru import recurrent_param_count
+    from nesyseq.plugins.layers.tpru import recurrent_param_count
 
-    from nesyseq_common.cli_args import check_checkpoint_file
+    from nesyseq.common.cli_args import check_checkpoint_file
 
     check_checkpoint_file(path)
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
@@ -91,7 +91,7 @@ def write_reports(rows, splits, out: Path):
     for r in rows:
         md.append("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |")
     atomic_write_bytes(str(out / "accuracy.md"), ("\n".join(md) + "\n").encode())
-    from evaluations.plotting import pyplot, save_png
+    from nesyseq.evaluations.plotting import pyplot, save_png
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -132,7 +132,7 @@ def write_curves(curves, out: Path, split: str = "validate") -> None:
     for name, pts in curves.items():
         w.writerows([name, u, a] for u, a in pts)
     atomic_write_bytes(str(out / "curves.csv"), buf.getvalue().encode())
-    from evaluations.plotting import pyplot, save_png
+    from nesyseq.evaluations.plotting import pyplot, save_png
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -147,7 +147,7 @@ def write_curves(curves, out: Path, split: str = "validate") -> None:
 
 def _name_and_path(spec: str, flag: str, placeholder: str, kind: str, exists):
     """``NAME=PATH`` -> (NAME, PATH); one-line errors name the flag (bad form, missing ``kind``)."""
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     if "=" not in spec:
         if flag != "--checkpoint":
@@ -160,9 +160,9 @@ def _name_and_path(spec: str, flag: str, placeholder: str, kind: str, exists):
 
 
 def run(args) -> int:
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
-    from nesyseq_common import cli_args
+    from nesyseq.common import cli_args
 
     splits = [s for s in args.subset.split(",") if s]
     cpu = cli_args.use_cpu(args)

@@ -12,8 +12,8 @@ import argparse
 import io
 from pathlib import Path
 
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
 
 DTYPES = ("fp16", "fp32")
 
@@ -23,7 +23,7 @@ def read_checkpoint(path: Path) -> dict:
     readable checkpoint is a one-line error naming it."""
     import torch
 
-    from plugins import checkpoint_safety  # noqa: F401  (the one extra class fairseq pickles)
+    from nesyseq.plugins import checkpoint_safety  # noqa: F401  (the one extra class fairseq pickles)
 
     if not path.is_file():
         raise UserError(f"--checkpoint {path}: no such file")

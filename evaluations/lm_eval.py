@@ -14,13 +14,13 @@ import io
 import json
 from pathlib import Path
 
-from nesyseq_common.atomic import atomic_write_text
-from nesyseq_common.errors import UserError
-from nesyseq_common.fairseq_cli import USER_DIR
+from nesyseq.common.atomic import atomic_write_text
+from nesyseq.common.errors import UserError
+from nesyseq.common.fairseq_cli import USER_DIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from nesyseq_common import cli_args
+    from nesyseq.common import cli_args
 
     cli_args.add_checkpoint(parser, "the checkpoint(s) to score, one row each", aliases=["--path"])
     cli_args.add_data(parser, "the binarised folder (fairseq-preprocess --only-source)", positional_alias=True)
@@ -41,7 +41,7 @@ def evaluate_lm(data, path, out, subset="test", tokens_per_sample=512, max_token
     from fairseq_cli import eval_lm
 
     data, path, out = Path(data), Path(path), Path(out)
-    from nesyseq_common.cli_args import check_checkpoint_file
+    from nesyseq.common.cli_args import check_checkpoint_file
 
     check_checkpoint_file(path)
     if not (data / "dict.txt").is_file():
@@ -67,7 +67,7 @@ def evaluate_lm(data, path, out, subset="test", tokens_per_sample=512, max_token
 def run(args) -> int:
     import shlex
 
-    from nesyseq_common import cli_args
+    from nesyseq.common import cli_args
 
     try:
         extra = shlex.split(args.fairseq_args)

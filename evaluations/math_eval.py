@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from data_prep.math_preprocess import decode_chars
-from evaluations.math_compare import Entry, checkpoint_steps, format_steps, write_comparison
-from evaluations.plotting import pyplot, save_png
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
-from nesyseq_common.fairseq_cli import USER_DIR, fairseq_generate
-from nesyseq_common.generate_output import read_generate_output
+from nesyseq.data_prep.math_preprocess import decode_chars
+from nesyseq.evaluations.math_compare import Entry, checkpoint_steps, format_steps, write_comparison
+from nesyseq.evaluations.plotting import pyplot, save_png
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
+from nesyseq.common.fairseq_cli import USER_DIR, fairseq_generate
+from nesyseq.common.generate_output import read_generate_output
 
 SUBSETS = OrderedDict([("test", "interpolate"), ("test1", "extrapolate")])
 # fairseq-generate prints T-lines with escape_unk=True: an unknown target symbol is "<<unk>>"
@@ -194,7 +194,7 @@ def evaluate_math(checkpoint, data, out_dir=None, beam: int = 1, batch_size: int
                   cpu: Optional[bool] = None, subsets=("test", "test1"), title: str = ""):
     """Decode and score; returns (list of SplitScore, dict of report paths)."""
     checkpoint, data = Path(checkpoint).resolve(), Path(data).resolve()
-    from nesyseq_common.cli_args import check_checkpoint_file
+    from nesyseq.common.cli_args import check_checkpoint_file
 
     check_checkpoint_file(checkpoint)
     if not (data / "dict.src.txt").is_file():
@@ -220,7 +220,7 @@ def evaluate_math(checkpoint, data, out_dir=None, beam: int = 1, batch_size: int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from nesyseq_common import cli_args
+    from nesyseq.common import cli_args
 
     cli_args.add_checkpoint(parser, "fairseq checkpoint(s) (.pt) to decode with; several (steps of one run "
                                     "or several runs) also give steps.md/.csv (Table 1 columns), "

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from evaluations.math_compare import SPLITS, format_steps
-from evaluations.plotting import pyplot, save_png
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
+from nesyseq.evaluations.math_compare import SPLITS, format_steps
+from nesyseq.evaluations.plotting import pyplot, save_png
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
 
 
 @dataclass

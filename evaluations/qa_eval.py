@@ -45,15 +45,15 @@ import statistics
 from pathlib import Path
 from typing import Dict, List
 
-from evaluations.seed_stats import aggregate
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
+from nesyseq.evaluations.seed_stats import aggregate
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
 
 REQUIRED = ("model", "task", "seed", "ckpt", "data")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from nesyseq_common import cli_args
+    from nesyseq.common import cli_args
 
     parser.add_argument("--run", action="append", metavar="K=V,...",
                         help="one checkpoint: model=,task=,seed=,ckpt=,data=[,names=][,split=][,subset=][,beta=]; "
@@ -172,9 +172,9 @@ def load_state(ckpt: str, data: str) -> dict:
     """``ckpt`` read once (fairseq's loader, weights_only) with its data folder set to ``data``."""
     from fairseq import checkpoint_utils
 
-    import plugins  # noqa: F401  registers the models/tasks and the checkpoint safe globals
+    from nesyseq import plugins  # noqa: F401  registers the models/tasks and the checkpoint safe globals
 
-    from nesyseq_common.cli_args import check_checkpoint_file
+    from nesyseq.common.cli_args import check_checkpoint_file
 
     check_checkpoint_file(ckpt, "--run ckpt=")
     if not Path(data).is_dir():
@@ -305,7 +305,7 @@ def markdown(rows: List[Dict[str, str]], label: str) -> str:
 
 
 def write_reports(rows: List[Dict[str, str]], out: Path, label: str) -> Dict[str, Path]:
-    from evaluations.plotting import pyplot, save_png
+    from nesyseq.evaluations.plotting import pyplot, save_png
 
     out.mkdir(parents=True, exist_ok=True)
     fields = ["model", "task", "seed", "names", "split", "subset", "beta", "error", "questions", "ckpt", "data",
@@ -351,12 +351,12 @@ def run(args) -> int:
     if getattr(args, "babi_file", None):
         if args.run:
             raise UserError("give either --run or --checkpoint/--babi-file, not both")
-        from evaluations.qa_external import run_external
+        from nesyseq.evaluations.qa_external import run_external
 
         return run_external(args)
     if not args.run or not args.out:
         raise UserError("evaluate qa needs --run ... --out DIR, or --checkpoint CKPT --babi-file FILE")
-    from nesyseq_common import cli_args
+    from nesyseq.common import cli_args
 
     cpu = cli_args.use_cpu(args)
     runs = [parse_run(t) for t in args.run]

@@ -22,10 +22,10 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from data_prep.math_preprocess import SPACE
-from evaluations.plotting import pyplot, save_png
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
+from nesyseq.data_prep.math_preprocess import SPACE
+from nesyseq.evaluations.plotting import pyplot, save_png
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
 
 
 def kmeans(x: torch.Tensor, k: int, iters: int = 50, seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -53,7 +53,7 @@ def kmeans(x: torch.Tensor, k: int, iters: int = 50, seed: int = 0) -> Tuple[tor
 
 
 def load_model(checkpoint: Path, data: Path):
-    import plugins  # noqa: F401  (registers tp_transformer)
+    from nesyseq import plugins  # noqa: F401  (registers tp_transformer)
     from fairseq import checkpoint_utils
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
@@ -212,7 +212,7 @@ def write_cluster_report(rows, weighted: float, chance: float, out_png: Path, me
 def analyze_roles(checkpoint, data, module: str, out: Path, n: int = 128, k: int = 20,
                   head: int = 0, show: int = 24, seed: int = 0) -> Path:
     checkpoint, data = Path(checkpoint).resolve(), Path(data).resolve()
-    from nesyseq_common.cli_args import check_checkpoint_file
+    from nesyseq.common.cli_args import check_checkpoint_file
 
     check_checkpoint_file(checkpoint)
     text_dir = data.parent / "text" if (data.parent / "text").is_dir() else data

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 from typing import List, Optional
 
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
-from nesyseq_common.fairseq_cli import USER_DIR, fairseq_generate
-from nesyseq_common.generate_output import read_generate_output
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
+from nesyseq.common.fairseq_cli import USER_DIR, fairseq_generate
+from nesyseq.common.generate_output import read_generate_output
 
 
 def read_hypotheses(path: Path, n: int) -> List[str]:
@@ -60,7 +60,7 @@ def evaluate_wmt(checkpoint, data, subset: str = "test", out_dir=None, beam: int
                  lenpen: float = 0.6, batch_size: int = 64, cpu: bool = True,
                  reference=None, extra: Optional[List[str]] = None) -> dict:
     checkpoint, data = Path(checkpoint), Path(data)
-    from nesyseq_common.cli_args import check_checkpoint_file
+    from nesyseq.common.cli_args import check_checkpoint_file
 
     check_checkpoint_file(checkpoint)
     meta_file = data / "prepare.json"
@@ -94,7 +94,7 @@ def evaluate_wmt(checkpoint, data, subset: str = "test", out_dir=None, beam: int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from nesyseq_common import cli_args
+    from nesyseq.common import cli_args
 
     cli_args.add_checkpoint(parser, "fairseq checkpoint(s) (.pt); several are scored one by one, each "
                                     "into OUT/<checkpoint name>/")
@@ -110,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from nesyseq_common import cli_args
+    from nesyseq.common import cli_args
 
     cpu = cli_args.use_cpu(args)
     several = len(args.checkpoint) > 1

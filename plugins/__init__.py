@@ -6,6 +6,6 @@ classes that fairseq checkpoints pickle, so checkpoints load with torch's defaul
 ``weights_only=True``.  It patches nothing: the fixes of fairseq bugs (``plugins.patches``) are
 applied by ``user_dir`` when fairseq loads it, or by calling ``plugins.patches.apply_all()``.
 """
-from plugins import checkpoint_safety  # noqa: F401  (registers safe globals first)
-from plugins import layers, models, tasks, criterions, optim, lr_scheduler, encoders  # noqa: F401,E402
+from nesyseq.plugins import checkpoint_safety  # noqa: F401  (registers safe globals first)
+from nesyseq.plugins import layers, models, tasks, criterions, optim, lr_scheduler, encoders  # noqa: F401,E402
 # plugins.converters (nesyseq convert ...) is imported by its commands only, never by fairseq-train

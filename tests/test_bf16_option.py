@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from plugins.patches import apply_all
-from plugins.patches import bf16_tpu
-from plugins.patches.bf16_tpu import resolve_bf16_tpu, tpu_requested_explicitly
+from nesyseq.plugins.patches import apply_all
+from nesyseq.plugins.patches import bf16_tpu
+from nesyseq.plugins.patches.bf16_tpu import resolve_bf16_tpu, tpu_requested_explicitly
 
 apply_all()   # what user_dir does when fairseq loads it
 

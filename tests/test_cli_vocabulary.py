@@ -2,7 +2,7 @@
 --data DIR, --out DIR, --subset, --cpu; the older spellings still parse but are not advertised."""
 import pytest
 
-from nesyseq_cli.main import COMMANDS, build_parser
+from nesyseq.cli.main import COMMANDS, build_parser
 
 EVALUATE = sorted(name for group, name in COMMANDS if group == "evaluate")
 OLD = {  # subcommand -> (old argv, the attribute and value it must give)
@@ -47,7 +47,7 @@ def _nesyseq(*argv, timeout=300):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "nesyseq_cli.main", *map(str, argv)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "nesyseq.cli.main", *map(str, argv)], capture_output=True,
                           text=True, timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1"))
 
 

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import plugins  # noqa: F401  (registers the models; patches nothing)
-from plugins.patches import apply_all
-from plugins.patches import resume_batches
-from plugins.patches import resume_budget
+from nesyseq import plugins  # noqa: F401  (registers the models; patches nothing)
+from nesyseq.plugins.patches import apply_all
+from nesyseq.plugins.patches import resume_batches
+from nesyseq.plugins.patches import resume_budget
 
 apply_all()   # what user_dir does when fairseq loads it
 from fairseq.data import FairseqDataset, data_utils  # noqa: E402
@@ -183,7 +183,7 @@ def _train_log(data, save_dir, *extra, as_module=False):
     import subprocess
     import sys
 
-    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
+    from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin
     entry = [sys.executable, "-m", "fairseq_cli.train"] if as_module else [fairseq_bin("fairseq-train")]
     cmd = [*entry, data, "--user-dir", USER_DIR, "--task", "babi_qa", "--arch", "memnet_babi",
            "--embed-dim", "16", "--hops", "2", "--max-story", "40", "--criterion", "cross_entropy",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from plugins import patches
-from plugins.patches import _version
+from nesyseq.plugins import patches
+from nesyseq.plugins.patches import _version
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -16,12 +16,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Bottom first.  A package may import the packages on lower floors only.
 FLOORS = [
-    ("nesyseq_common", "triton_kernels", "hydra_plugins"),
+    ("nesyseq.common", "triton_kernels", "hydra_plugins"),
     ("data_prep",),
     ("plugins",),
     ("user_dir", "evaluations"),
     ("slurm",),
-    ("nesyseq_cli",),
+    ("nesyseq.cli",),
 ]
 FLOOR = {pkg: i for i, names in enumerate(FLOORS) for pkg in names}
 
@@ -144,21 +144,21 @@ def test_the_checks_see_a_reintroduced_knot():
     """The checks fail on the knots this layout untied (issue 25): data_prep importing the
     CLI package, and math_eval <-> math_compare."""
     graph = {k: set(v) for k, v in import_graph().items()}
-    assert "nesyseq_cli.main" in graph and "evaluations.math_compare" in graph["evaluations.math_eval"]
+    assert "nesyseq.cli.main" in graph and "nesyseq.evaluations.math_compare" in graph["nesyseq.evaluations.math_eval"]
     knotted = {k: set(v) for k, v in graph.items()}
-    knotted["data_prep.wmt_prepare"].add("nesyseq_cli.main")
-    assert floor_violations(knotted) == ["data_prep.wmt_prepare (floor 1) imports nesyseq_cli.main (floor 5)"]
+    knotted["nesyseq.data_prep.wmt_prepare"].add("nesyseq.cli.main")
+    assert floor_violations(knotted) == ["nesyseq.data_prep.wmt_prepare (floor 1) imports nesyseq.cli.main (floor 5)"]
     knotted = {k: set(v) for k, v in graph.items()}
-    knotted["evaluations.math_compare"].add("evaluations.math_eval")
-    assert ["evaluations.math_compare", "evaluations.math_eval"] in cycles(knotted)
+    knotted["nesyseq.evaluations.math_compare"].add("nesyseq.evaluations.math_eval")
+    assert ["nesyseq.evaluations.math_compare", "nesyseq.evaluations.math_eval"] in cycles(knotted)
 
 
 @pytest.mark.parametrize("source,expected", [
-    ("import nesyseq_cli.main\n", {"nesyseq_cli.main"}),
-    ("def f():\n    from nesyseq_cli import main\n", {"nesyseq_cli.main"}),
-    ("from ..evaluations import math_eval\n", {"evaluations.math_eval"}),
-    ("from . import wmt_prepare\n", {"data_prep.wmt_prepare"}),
-    ("from nesyseq_common.errors import UserError\n", {"nesyseq_common.errors"}),
+    ("import nesyseq.cli.main\n", {"nesyseq.cli.main"}),
+    ("def f():\n    from nesyseq.cli import main\n", {"nesyseq.cli.main"}),
+    ("from ..evaluations import math_eval\n", {"nesyseq.evaluations.math_eval"}),
+    ("from . import wmt_prepare\n", {"nesyseq.data_prep.wmt_prepare"}),
+    ("from nesyseq.common.errors import UserError\n", {"nesyseq.common.errors"}),
     ("import os, torch\n", set()),
 ])
 def test_imports_are_read_from_the_source(tmp_path, source, expected):
@@ -167,7 +167,7 @@ def test_imports_are_read_from_the_source(tmp_path, source, expected):
     path = tmp_path / "data_prep" / "probe.py"
     path.parent.mkdir()
     path.write_text(source)
-    assert imports_of("data_prep.probe", path, known) == expected
+    assert imports_of("nesyseq.data_prep.probe", path, known) == expected
 
 
 # ----------------------------------------------------------------------------- rooms inside plugins/
@@ -214,11 +214,11 @@ def sideways_imports(mods):
     """Imports inside plugins/ (converters excepted) that reach into another module's private
     names, that happen inside a function (lazy, e.g. round a cycle), or that go from one model
     file to another (a model file registers a model; what two share lives in a shared module)."""
-    model_files = {n for n, p in mods.items() if n.startswith("plugins.models.") and
+    model_files = {n for n, p in mods.items() if n.startswith("nesyseq.plugins.models.") and
                    registrations(p) & {"register_model"}}
     bad = []
     for name, path in sorted(mods.items()):
-        if not name.startswith("plugins.") or name.startswith("plugins.converters"):
+        if not name.startswith("plugins.") or name.startswith("nesyseq.plugins.converters"):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         lazy = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -282,11 +282,11 @@ def test_the_room_checks_see_a_misplaced_or_sideways_module(tmp_path):
             parts.pop()
         mods[".".join(parts)] = root / rel
     assert misplaced_registrations(mods) == [
-        "plugins.tasks.pairs calls register_optimizer: it belongs in plugins/optim/"]
+        "nesyseq.plugins.tasks.pairs calls register_optimizer: it belongs in plugins/optim/"]
     assert sideways_imports(mods) == [
-        "plugins.models.b:2 takes private ['_Base'] from ['plugins.models.a']",
-        "plugins.models.b:2 imports the model file(s) ['plugins.models.a']",
-        "plugins.models.c:2 imports ['plugins.models.shared'] inside a function",
+        "nesyseq.plugins.models.b:2 takes private ['_Base'] from ['nesyseq.plugins.models.a']",
+        "nesyseq.plugins.models.b:2 imports the model file(s) ['nesyseq.plugins.models.a']",
+        "nesyseq.plugins.models.c:2 imports ['nesyseq.plugins.models.shared'] inside a function",
     ]
 
 
@@ -296,6 +296,6 @@ def test_fairseq_never_imports_the_converters():
     import subprocess
     import sys
     code = ("import sys, plugins; "
-            "print(sorted(m for m in sys.modules if m.startswith('plugins.converters')))")
+            "print(sorted(m for m in sys.modules if m.startswith('nesyseq.plugins.converters')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

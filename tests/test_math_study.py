@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluations import math_study
-from evaluations.export import export_weights
-from evaluations.math_compare import format_steps
-from evaluations.roles import char_classes, cluster_table
-from nesyseq_common.errors import UserError
+from nesyseq.evaluations import math_study
+from nesyseq.evaluations.export import export_weights
+from nesyseq.evaluations.math_compare import format_steps
+from nesyseq.evaluations.roles import char_classes, cluster_table
+from nesyseq.common.errors import UserError
 
 MODELS = ("tp_transformer_tiny", "transformer_math_tiny", "transformer_math_tiny_wide")
 MODULES = ("arithmetic__mixed", "comparison__pair", "numbers__place_value")

@@ -21,8 +21,8 @@ FIX = REPO / "tests" / "fixtures" / "old_checkpoint"
 def _load():
     from fairseq import checkpoint_utils
 
-    from plugins import checkpoint_safety  # noqa: F401
-    import plugins  # noqa: F401  (registers tp_transformer)
+    from nesyseq.plugins import checkpoint_safety  # noqa: F401
+    from nesyseq import plugins  # noqa: F401  (registers tp_transformer)
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [str(FIX / "checkpoint_best.pt")], arg_overrides={"data": str(FIX / "bin")})
@@ -58,7 +58,7 @@ def test_every_greedy_decision_has_a_safe_margin():
 
 @pytest.mark.slow  # fairseq-generate through `nesyseq evaluate math`
 def test_old_checkpoint_evaluates_to_the_same_numbers(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "evaluate", "math", "--checkpoint",
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "evaluate", "math", "--checkpoint",
                         str(FIX / "checkpoint_best.pt"), "--data", str(FIX / "bin"), "--subset", "test",
                         "--out", str(tmp_path), "--cpu"], capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, OMP_NUM_THREADS="1"), cwd=REPO)

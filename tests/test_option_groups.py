@@ -15,15 +15,15 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-import plugins  # noqa: F401  (registers the models)
+from nesyseq import plugins  # noqa: F401  (registers the models)
 from fairseq import checkpoint_utils, options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.models import ARCH_MODEL_NAME_REGISTRY, MODEL_DATACLASS_REGISTRY
-from plugins.layers.entity_dropout import EntityDropoutConfig
-from plugins.models.config_defaults import SymbolicConfig, option_groups
-from plugins.models.folnet_transformer import FolnetTransformerConfig
-from plugins.models.qa_tpr import TPRConfig, TPREntityDropoutConfig
-from plugins.models.tp_transformer import TPSymbolicConfig, TPTransformerConfig
+from nesyseq.plugins.layers.entity_dropout import EntityDropoutConfig
+from nesyseq.plugins.models.config_defaults import SymbolicConfig, option_groups
+from nesyseq.plugins.models.folnet_transformer import FolnetTransformerConfig
+from nesyseq.plugins.models.qa_tpr import TPRConfig, TPREntityDropoutConfig
+from nesyseq.plugins.models.tp_transformer import TPSymbolicConfig, TPTransformerConfig
 from tests.qa_helpers import encode, make_dict
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . where is mary ?",

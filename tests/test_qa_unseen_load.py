@@ -12,8 +12,8 @@ embeddings, output rows) set to zero by hand, no ``set_unseen``; the paper's pro
 import pytest
 import torch
 
-from plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
-from plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
+from nesyseq.plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
+from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . where is mary ?",
@@ -80,7 +80,7 @@ def test_a_checkpoint_config_from_before_an_option_builds_and_trains(arch, dc):
     from fairseq.models import build_model
     from omegaconf import OmegaConf
 
-    from plugins.models.config_defaults import option_groups
+    from nesyseq.plugins.models.config_defaults import option_groups
 
     new = {"entity_dropout_init_alpha", "entity_dropout_words", "beta_init", "freeze_beta", "linear_start_epochs",
            "random_noise", "entity_dropout_type", "entity_dropout_groups"}

@@ -5,11 +5,11 @@ fairseq imports this folder as a module.  It applies the fixes of the pinned fai
 one line naming the patch) and imports ``plugins``, which registers every nesyseq model,
 architecture, task and criterion.
 """
-from plugins.patches import UntestedFairseq, apply_all
+from nesyseq.plugins.patches import UntestedFairseq, apply_all
 
 try:
     apply_all()
 except UntestedFairseq as exc:   # one line, not a traceback through fairseq's import machinery
     raise SystemExit(f"nesyseq: {exc}") from None
 
-import plugins  # noqa: E402,F401
+from nesyseq import plugins  # noqa: E402,F401

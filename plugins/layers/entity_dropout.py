@@ -19,7 +19,7 @@ import torch
 from fairseq.dataclass import FairseqDataclass
 from torch import Tensor, nn
 
-from plugins.layers.symbolic import ContextSymbols
+from nesyseq.plugins.layers.symbolic import ContextSymbols
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from plugins.layers.symbolic import SlotLayerNorm, SymbolicFeedForward, slot_map
+from nesyseq.plugins.layers.symbolic import SlotLayerNorm, SymbolicFeedForward, slot_map
 
 
 class SymbolicJoinStream(nn.Module):

@@ -36,8 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from plugins.layers.symbolic import expand_mask, slot_map
-from plugins.layers.tp_attention import TPMultiheadAttention
+from nesyseq.plugins.layers.symbolic import expand_mask, slot_map
+from nesyseq.plugins.layers.tp_attention import TPMultiheadAttention
 
 
 class SymbolicTPMultiheadAttention(TPMultiheadAttention):

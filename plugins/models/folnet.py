@@ -27,9 +27,9 @@ from fairseq.models import FairseqEncoder, FairseqEncoderModel, register_model, 
 from fairseq import utils
 from fairseq.utils import safe_getattr
 
-from plugins.layers.folnet_layer import layer_norm
-from plugins.models.folnet_common import FolnetCommonConfig, FolnetEncoderCore, folnet_embedding, folnet_sizes
-from plugins.torch_compile import maybe_compile
+from nesyseq.plugins.layers.folnet_layer import layer_norm
+from nesyseq.plugins.models.folnet_common import FolnetCommonConfig, FolnetEncoderCore, folnet_embedding, folnet_sizes
+from nesyseq.plugins.torch_compile import maybe_compile
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ from torch import Tensor
 from fairseq.dataclass import ChoiceEnum
 from fairseq.utils import safe_getattr
 
-from plugins.layers.folnet_layer import FolnetStack, layer_norm
-from plugins.layers.folnet_masks import real_positions, self_mask
-from plugins.layers.folnet_ops import parse_ops
-from plugins.layers.folnet_rpe import (RelativeDistanceEmbedding, relative_distance_ids, segments_after_each_separator,
+from nesyseq.plugins.layers.folnet_layer import FolnetStack, layer_norm
+from nesyseq.plugins.layers.folnet_masks import real_positions, self_mask
+from nesyseq.plugins.layers.folnet_ops import parse_ops
+from nesyseq.plugins.layers.folnet_rpe import (RelativeDistanceEmbedding, relative_distance_ids, segments_after_each_separator,
                                        segments_from_separators)
-from plugins.torch_compile import CompileConfig
+from nesyseq.plugins.torch_compile import CompileConfig
 
 TOKEN_TYPES = 2  # the official type_vocab_size
 TRANS_IMPL_CHOICES = ChoiceEnum(["auto", "triton", "torch", "eager"])

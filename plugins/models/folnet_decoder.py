@@ -24,11 +24,11 @@ from torch import Tensor
 
 from fairseq.models import FairseqIncrementalDecoder
 
-from plugins.layers.folnet_layer import FolnetStack, layer_norm
-from plugins.layers.folnet_masks import encdec_mask, real_positions, self_mask
-from plugins.layers.folnet_rpe import RelativeDistanceEmbedding, cross_id, relative_distance_ids
-from plugins.layers.symbolic import ContextSymbols, lookup_phi, mixture_normalized_probs, symbolic_output_probs
-from plugins.models.folnet_common import stack_kwargs
+from nesyseq.plugins.layers.folnet_layer import FolnetStack, layer_norm
+from nesyseq.plugins.layers.folnet_masks import encdec_mask, real_positions, self_mask
+from nesyseq.plugins.layers.folnet_rpe import RelativeDistanceEmbedding, cross_id, relative_distance_ids
+from nesyseq.plugins.layers.symbolic import ContextSymbols, lookup_phi, mixture_normalized_probs, symbolic_output_probs
+from nesyseq.plugins.models.folnet_common import stack_kwargs
 
 STATE_KEY = "folnet_state"
 

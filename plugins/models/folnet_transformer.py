@@ -15,11 +15,11 @@ from fairseq.utils import safe_getattr
 import torch
 from torch import nn
 
-from plugins.layers.symbolic import SymbolAlpha, UnseenZeroEmbedding, context_symbols, lookup_phi, symbol_ignore_ids
-from plugins.models.config_defaults import GroupedConfig, SymbolicConfig, as_grouped, fill_missing_fields, is_symbolic
-from plugins.models.folnet_common import FolnetCommonConfig, FolnetEncoderCore, folnet_embedding, folnet_sizes
-from plugins.models.folnet_decoder import FolnetDecoder
-from plugins.torch_compile import maybe_compile
+from nesyseq.plugins.layers.symbolic import SymbolAlpha, UnseenZeroEmbedding, context_symbols, lookup_phi, symbol_ignore_ids
+from nesyseq.plugins.models.config_defaults import GroupedConfig, SymbolicConfig, as_grouped, fill_missing_fields, is_symbolic
+from nesyseq.plugins.models.folnet_common import FolnetCommonConfig, FolnetEncoderCore, folnet_embedding, folnet_sizes
+from nesyseq.plugins.models.folnet_decoder import FolnetDecoder
+from nesyseq.plugins.torch_compile import maybe_compile
 
 
 @dataclass

@@ -32,9 +32,9 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.models import FairseqEncoder, register_model, register_model_architecture
 from torch import Tensor, nn
 
-from plugins.layers.symbolic import HybridEmbedding, context_symbols, lookup_phi, symbolic_output_probs
-from plugins.models.config_defaults import fill_missing_fields
-from plugins.models.qa_common import QAModel, split_story
+from nesyseq.plugins.layers.symbolic import HybridEmbedding, context_symbols, lookup_phi, symbolic_output_probs
+from nesyseq.plugins.models.config_defaults import fill_missing_fields
+from nesyseq.plugins.models.qa_common import QAModel, split_story
 
 
 @dataclass

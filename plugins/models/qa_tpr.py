@@ -27,11 +27,11 @@ import torch
 from fairseq.models import FairseqEncoder, register_model, register_model_architecture
 from torch import nn
 
-from plugins.layers.entity_dropout import EntityDropout, EntityDropoutConfig
-from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
+from nesyseq.plugins.layers.entity_dropout import EntityDropout, EntityDropoutConfig
+from nesyseq.plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      slot_layer_norm, symbolic_output_probs)
-from plugins.models.config_defaults import GroupedConfig, as_grouped, fill_missing_fields
-from plugins.models.qa_common import QAModel, split_story
+from nesyseq.plugins.models.config_defaults import GroupedConfig, as_grouped, fill_missing_fields
+from nesyseq.plugins.models.qa_common import QAModel, split_story
 
 logger = logging.getLogger(__name__)
 

@@ -40,17 +40,17 @@ from fairseq.models import (
     register_model_architecture,
 )
 
-from plugins.layers.symbolic import (ContextSymbols, SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
+from nesyseq.plugins.layers.symbolic import (ContextSymbols, SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
                                      context_symbols, lookup_phi, mixture_normalized_probs, symbol_ignore_ids,
                                      symbolic_output_probs)
-from plugins.layers.symbolic_transformer import SymbolicTPMultiheadAttention
-from plugins.layers.entity_dropout import EntityDropout, EntityDropoutConfig, dropout_rate
-from plugins.layers.relative_position import RelativePositionBias
-from plugins.layers.tp_attention import TPMultiheadAttention
-from plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
-from plugins.models.config_defaults import (GroupedConfig, SymbolicConfig, as_grouped, fill_missing_fields,
+from nesyseq.plugins.layers.symbolic_transformer import SymbolicTPMultiheadAttention
+from nesyseq.plugins.layers.entity_dropout import EntityDropout, EntityDropoutConfig, dropout_rate
+from nesyseq.plugins.layers.relative_position import RelativePositionBias
+from nesyseq.plugins.layers.tp_attention import TPMultiheadAttention
+from nesyseq.plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
+from nesyseq.plugins.models.config_defaults import (GroupedConfig, SymbolicConfig, as_grouped, fill_missing_fields,
                                             is_symbolic, set_default)
-from plugins.torch_compile import CompileConfig, call_eager, maybe_compile
+from nesyseq.plugins.torch_compile import CompileConfig, call_eager, maybe_compile
 
 ROLE_INIT_CHOICES = ChoiceEnum(["xavier", "default"])
 

@@ -11,8 +11,8 @@ fairseq's ``transformer_wmt_en_de`` is its ``base_architecture``
 """
 from fairseq.models import register_model_architecture
 
-from plugins.models import folnet_transformer, tp_transformer
-from plugins.models.config_defaults import set_default
+from nesyseq.plugins.models import folnet_transformer, tp_transformer
+from nesyseq.plugins.models.config_defaults import set_default
 
 
 def _wmt_common(args):

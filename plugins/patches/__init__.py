@@ -13,7 +13,7 @@ patches anyway (at your own risk: the code they replace may have moved or been f
 import importlib
 from typing import List
 
-from plugins.patches._version import FORCE_ENV, UntestedFairseq, check  # noqa: F401  (re-exported)
+from nesyseq.plugins.patches._version import FORCE_ENV, UntestedFairseq, check  # noqa: F401  (re-exported)
 
 # in the order they are applied
 PATCHES = ("batch_remainder", "resume_batches", "plateau_state", "atomic_copy", "resume_budget",
@@ -23,7 +23,7 @@ PATCHES = ("batch_remainder", "resume_batches", "plateau_state", "atomic_copy", 
 def patch_module(name: str):
     if name not in PATCHES:
         raise KeyError(f"no patch {name!r} (known: {', '.join(PATCHES)})")
-    return importlib.import_module(f"plugins.patches.{name}")
+    return importlib.import_module(f"nesyseq.plugins.patches.{name}")
 
 
 def apply_all() -> List[str]:

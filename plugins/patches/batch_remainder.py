@@ -8,7 +8,7 @@ that remainder as a final batch; so do we, by batching whatever the compiled cod
 """
 import numpy as np
 
-from plugins.patches._version import check
+from nesyseq.plugins.patches._version import check
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 NAME = "batch_remainder"

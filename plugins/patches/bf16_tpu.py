@@ -11,7 +11,7 @@ validate.py, eval_lm.py, interactive.py), before it reads cfg.common.tpu.  A rea
 implied tpu stays when torch_xla is importable and no CUDA device is visible, and an explicit
 --tpu on the command line is never touched.
 """
-from plugins.patches._version import check
+from nesyseq.plugins.patches._version import check
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 NAME = "bf16_tpu"

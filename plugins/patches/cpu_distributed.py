@@ -8,7 +8,7 @@ SLURM_PROCID / SLURM_NTASKS.  On a CUDA machine nothing changes.
 """
 import os
 
-from plugins.patches._version import check
+from nesyseq.plugins.patches._version import check
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 NAME = "cpu_distributed"

@@ -12,7 +12,7 @@ lr_step), and a scheduler loaded from it takes that step at its first step() cal
 Trainer.load_checkpoint makes (trainer.py:642) after it has loaded the optimizer (:630) whose lr
 the step may halve.  Checkpoints written without them load as before.
 """
-from plugins.patches._version import check
+from nesyseq.plugins.patches._version import check
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 NAME = "plateau_state"

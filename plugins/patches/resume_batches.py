@@ -9,7 +9,7 @@ cached iterator we always compose at epoch 1 and hand the iterator (and the data
 epoch afterwards.  Iterators that fairseq rebuilds every epoch (no cache, ``rebuild_batches``)
 are left alone: they already compose at their epoch.
 """
-from plugins.patches._version import check
+from nesyseq.plugins.patches._version import check
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 NAME = "resume_batches"

@@ -22,7 +22,7 @@ extra_state (should_stop_early has already seen the epoch's valid loss there: tr
 (checkpoint_utils.py:276-282: neither optimizer nor meters reset, so not under
 --finetune-from-model) and installs the train() wrapper when we were imported before train.py.
 """
-from plugins.patches._version import check
+from nesyseq.plugins.patches._version import check
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 NAME = "resume_budget"

@@ -14,7 +14,7 @@ from typing import Optional
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from plugins.models.config_defaults import nest_flat_options
+from nesyseq.plugins.models.config_defaults import nest_flat_options
 
 
 @dataclass

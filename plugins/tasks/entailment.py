@@ -22,7 +22,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
-from data_prep.entailment_data import read_file
+from nesyseq.data_prep.entailment_data import read_file
 
 VARIABLES = "abcdefghijklmnopqrstuvwxyz"
 SYMBOLS = "~()&|>"

@@ -22,7 +22,7 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from plugins.models.folnet_lm import FolnetLanguageModel
+from nesyseq.plugins.models.folnet_lm import FolnetLanguageModel
 
 
 @dataclass

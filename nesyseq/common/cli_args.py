@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Optional, Sequence
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 HIDDEN = argparse.SUPPRESS
 
