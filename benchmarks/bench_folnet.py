@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._timing import Stopwatch, repeat  # noqa: E402
 
 from nesyseq import plugins  # noqa: E402,F401
 from fairseq.data import Dictionary  # noqa: E402
@@ -145,17 +146,15 @@ def step(model, batch, device, measure_memory=False):
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     saved = SavedBytes()
-    t0, c0 = time.perf_counter(), time.process_time()
-    if measure_memory and device.type != "cuda":
-        with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+    with Stopwatch(device) as sw:
+        if measure_memory and device.type != "cuda":
+            with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+                logits, _ = model(x, masked_tokens=masked)
+        else:
             logits, _ = model(x, masked_tokens=masked)
-    else:
-        logits, _ = model(x, masked_tokens=masked)
-    loss = F.cross_entropy(logits.float(), target)
-    loss.backward()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        loss = F.cross_entropy(logits.float(), target)
+        loss.backward()
+    dt, dc = sw.wall, sw.cpu
     mem = torch.cuda.max_memory_allocated() if device.type == "cuda" else saved.total
     return dt, dc, mem
 
@@ -188,17 +187,10 @@ def op_breakdown(cfg, T, batch, device, repeats, dtype=torch.float32):
     calls["bool FFN binary"] = lambda: ffn2(u2n, u2n.transpose(1, 2))  # (the layer also fuses its residual in)
     times = {}
     for name, fn in calls.items():
-        ts = []
-        for _ in range(repeats + 1):
+        def call(fn=fn):
             u1n.grad = u2n.grad = None
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
             fn().float().pow(2).mean().backward()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            ts.append(time.perf_counter() - t0)
-        times[name] = min(ts[1:])
+        times[name] = min(repeat(call, device, warmup=1, rep=repeats))   # the first call untimed
     return times
 
 

@@ -22,10 +22,11 @@ import random
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks._timing import Stopwatch  # noqa: E402
 
 WORDS_EN = ("the a house cat dog city river green small old new man woman child book table "
             "water bread reads sees writes eats runs quickly slowly today yesterday and but "
@@ -86,10 +87,10 @@ print(json.dumps({"rss_self": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 def run_child(code: str, args) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, check=True,
-                         stdout=subprocess.PIPE, text=True).stdout
-    wall = time.perf_counter() - t0
+    with Stopwatch() as sw:
+        out = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, check=True,
+                             stdout=subprocess.PIPE, text=True).stdout
+    wall = sw.wall
     r = json.loads(out.strip().splitlines()[-1])
     return {"wall_s": wall, "peak_rss_mib": max(r["rss_self"], r["rss_children"]) / 1024}
 

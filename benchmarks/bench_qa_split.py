@@ -11,13 +11,13 @@ updates/s for both and the new/old ratio, and checks that both give the same los
 """
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
 from fairseq.data import Dictionary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._timing import Stopwatch  # noqa: E402
 from nesyseq.common.atomic import atomic_write_text  # noqa: E402
 import nesyseq.plugins.models.qa_memnet as qm  # noqa: E402
 import nesyseq.plugins.models.qa_tpr as qt  # noqa: E402
@@ -68,19 +68,15 @@ def use(fn):
 
 def timed(model, opt, src, prev, target, n, device):
     loss = None
-    if device == "cuda":
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        opt.zero_grad()
-        out = model(src, torch.full((src.size(0),), src.size(1), device=device), prev)
-        lp = model.get_normalized_probs(out, log_probs=True)[:, 0]
-        loss = -lp.gather(1, target[:, None]).mean()
-        loss.backward()
-        opt.step()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return n / (time.perf_counter() - t0), loss.item()
+    with Stopwatch(device) as sw:
+        for _ in range(n):
+            opt.zero_grad()
+            out = model(src, torch.full((src.size(0),), src.size(1), device=device), prev)
+            lp = model.get_normalized_probs(out, log_probs=True)[:, 0]
+            loss = -lp.gather(1, target[:, None]).mean()
+            loss.backward()
+            opt.step()
+    return n / sw.wall, loss.item()
 
 
 def main(argv=None):

@@ -11,13 +11,13 @@ checks the two give the same probabilities.
 """
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
 from fairseq.data import Dictionary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._timing import Stopwatch  # noqa: E402
 import nesyseq.plugins.models.qa_tpr as qt  # noqa: E402
 
 
@@ -39,11 +39,11 @@ def make_batch(d, B, S, W, words, g):
 
 def step(model, src, prev):
     model.zero_grad()
-    t0 = time.perf_counter()
-    out = model(src, torch.full((src.size(0),), src.size(1)), prev)
-    p = model.get_normalized_probs(out, log_probs=True)
-    p[:, 0, 5].sum().neg().backward()
-    return time.perf_counter() - t0, p.detach().exp()
+    with Stopwatch() as sw:
+        out = model(src, torch.full((src.size(0),), src.size(1)), prev)
+        p = model.get_normalized_probs(out, log_probs=True)
+        p[:, 0, 5].sum().neg().backward()
+    return sw.wall, p.detach().exp()
 
 
 def main(argv=None):

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._timing import Stopwatch  # noqa: E402
 
 from nesyseq import plugins  # noqa: E402,F401
 from fairseq import models  # noqa: E402
@@ -33,8 +34,7 @@ from nesyseq.plugins.models.tp_transformer import TPTransformerConfig, TPTransfo
 def build(arch: str, dictionary: Dictionary, device):
     args = argparse.Namespace(arch=arch)
     models.ARCH_CONFIG_REGISTRY[arch](args)
-    fields = TPTransformerConfig.__dataclass_fields__
-    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    cfg = TPTransformerConfig.from_namespace(args)
 
     class Task:
         source_dictionary = target_dictionary = dictionary
@@ -115,14 +115,10 @@ def main(argv=None):
     for i in range(args.warmup + args.steps):
         for arch in (archs if i % 2 == 0 else archs[::-1]):  # alternate the order
             model, opt = runs[arch]
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            t = time.perf_counter()
-            step(model, opt, batch, dictionary)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+            with Stopwatch(device) as sw:
+                step(model, opt, batch, dictionary)
             if i >= args.warmup:
-                times[arch].append(time.perf_counter() - t)
+                times[arch].append(sw.wall)
 
     mem = {}
     for arch in archs:

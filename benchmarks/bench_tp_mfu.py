@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._timing import Stopwatch, repeat  # noqa: E402
 from nesyseq import plugins  # noqa: E402,F401  (registers the architectures)
 from fairseq import options  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
@@ -64,28 +65,15 @@ def step(model, inputs, dtype):
 
 def timed(model, inputs, dtype, warmup, iters):
     dev = inputs[0].device
-    t0 = time.perf_counter()
-    step(model, inputs, dtype)
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    first = time.perf_counter() - t0
-    for _ in range(warmup):
+    with Stopwatch(dev) as sw:
         step(model, inputs, dtype)
-    times = []
-    for _ in range(iters):
-        if dev.type == "cuda":
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            step(model, inputs, dtype)
-            b.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(b) / 1e3)
-        else:
-            t = time.perf_counter()
-            step(model, inputs, dtype)
-            times.append(time.perf_counter() - t)
+    first = sw.wall
+
+    def one():
         model.zero_grad(set_to_none=True)
-    return first, statistics.median(times)
+        step(model, inputs, dtype)
+
+    return first, statistics.median(repeat(one, dev, warmup, iters))
 
 
 def flops(model, inputs, dtype):

@@ -16,14 +16,15 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._timing import Stopwatch  # noqa: E402
 from nesyseq.plugins.layers.tpru import BiRecurrent, recurrent_param_count  # noqa: E402
 
 
 def step_time(enc, x, mask):
-    t0, c0 = time.perf_counter(), time.process_time()
-    out, _ = enc(x, mask)
-    out.sum().backward()
-    return time.perf_counter() - t0, time.process_time() - c0
+    with Stopwatch() as sw:
+        out, _ = enc(x, mask)
+        out.sum().backward()
+    return sw.wall, sw.cpu
 
 
 def main(argv=None):

@@ -52,6 +52,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchmarks._timing import Stopwatch, middle, repeat, sync  # noqa: E402
 
 from nesyseq.triton_kernels import TransMask, allowed_masks, trans_reference  # noqa: E402
 from nesyseq.triton_kernels import trans_triton as tt  # noqa: E402
@@ -119,42 +120,20 @@ def nbytes(*ts) -> int:
     return sum(t.numel() * t.element_size() for t in ts if t is not None)
 
 
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def timed(fn, device, warmup=3, rep=10) -> float:
     """Median milliseconds per call (CUDA events on GPU)."""
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    times = []
-    for _ in range(rep):
-        if device.type == "cuda":
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            torch.cuda.synchronize()
-            times.append(s.elapsed_time(e))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append(1e3 * (time.perf_counter() - t0))
-    times.sort()
-    return times[len(times) // 2]
+    return 1e3 * middle(repeat(fn, device, warmup, rep))
 
 
 def peak_mib(fn, device) -> float:
     if device.type != "cuda":
         return float("nan")
-    _sync(device)
+    sync(device)
     torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     fn()
-    _sync(device)
+    sync(device)
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
@@ -251,9 +230,9 @@ def bench_case(args, device, kind, T, dname, padding, decode=False):
         fn_ref = (lambda K, v, ve: trans_reference(K, v, mask, ve))
         r = Row(case, impl=name)
         try:
-            t0 = time.time()
-            r["fwd"], r["bwd"], r["mib"] = fwd_bwd_times(fn, ins, dout, device, args, backward)
-            r["setup_s"] = time.time() - t0
+            with Stopwatch() as setup:
+                r["fwd"], r["bwd"], r["mib"] = fwd_bwd_times(fn, ins, dout, device, args, backward)
+            r["setup_s"] = setup.wall
         except torch.cuda.OutOfMemoryError:
             r["fwd"] = r["bwd"] = r["mib"] = float("nan")
             torch.cuda.empty_cache()

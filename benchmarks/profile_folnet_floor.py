@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._timing import Stopwatch  # noqa: E402
 from benchmarks.bench_folnet import build_folnet, build_official, dictionary, make_batch  # noqa: E402
 
 GEMM = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation",
@@ -37,9 +38,9 @@ def profile(model, batch, repeats):
     best = None
     for _ in range(repeats):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            t0 = time.perf_counter()
-            one_step(model, batch)
-            wall = time.perf_counter() - t0
+            with Stopwatch() as sw:
+                one_step(model, batch)
+            wall = sw.wall
         events = prof.key_averages()
         total = sum(e.self_cpu_time_total for e in events) / 1e6
         gemm = sum(e.self_cpu_time_total for e in events if e.key in GEMM) / 1e6

@@ -21,6 +21,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchmarks._timing import middle, repeat  # noqa: E402
 
 from nesyseq.triton_kernels import trans_triton as tt  # noqa: E402
 
@@ -37,19 +38,7 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 def time_ms(fn, rep=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(rep):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e))
-    ts.sort()
-    return ts[len(ts) // 2]
+    return 1e3 * middle(repeat(fn, "cuda", warmup=3, rep=rep))
 
 
 def run_case(kind, T, dname, H=64):

@@ -65,6 +65,7 @@ import shutil
 import sys
 from typing import Dict, Iterator, List, Tuple
 
+from nesyseq.data_prep.fairseq_binarize import fairseq_preprocess
 from nesyseq.data_prep.math_generate import SPLITS, TEST_SPLITS, TRAIN_SPLITS
 from nesyseq.common.atomic import atomic_write_bytes
 
@@ -389,8 +390,8 @@ def preprocess_math(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
         test_subsets = [s for s in ("test", "test1") if stats["subsets"][s]["examples"]]
         if "test" not in test_subsets:
             raise _user_error(f"{raw_dir}/interpolate: no test examples for the selected modules")
-        _fairseq_preprocess(text_tmp, bin_tmp, test_subsets,
-                            workers=workers if train_w.count > 20_000 else 1, verbose=progress)
+        fairseq_preprocess(bin_tmp, text_tmp / "train", text_tmp / "valid", [text_tmp / t for t in test_subsets],
+                           workers=workers if train_w.count > 20_000 else 1, verbose=progress)
         from fairseq.data import Dictionary
 
         vocab = Dictionary.load(str(bin_tmp / "dict.src.txt"))
@@ -464,32 +465,3 @@ def _count_unk_text(vocab, prefix: pathlib.Path, shown: pathlib.Path) -> dict:
                     if first is None:
                         first = f"{shown}.{ext}:{n}"
     return {"chars": chars, "examples": examples_hit, "first": first}
-
-
-def _fairseq_preprocess(text_dir: pathlib.Path, dest: pathlib.Path, test_subsets=("test", "test1"),
-                        workers: int = 1, verbose: bool = True) -> None:
-    """Run fairseq-preprocess in-process: -s src -t tgt, joined dictionary, train/valid/test(1)."""
-    import logging
-
-    from fairseq import options
-    from fairseq_cli import preprocess
-
-    argv = ["--source-lang", "src", "--target-lang", "tgt",
-            "--trainpref", str(text_dir / "train"), "--validpref", str(text_dir / "valid"),
-            "--testpref", ",".join(str(text_dir / s) for s in test_subsets),
-            "--destdir", str(dest), "--joined-dictionary", "--workers", str(max(1, int(workers))),
-            "--dataset-impl", "mmap"]
-    parser = options.get_preprocessing_parser()
-    args = parser.parse_args(argv)
-    logger = logging.getLogger("fairseq_cli.preprocess")
-    level = logger.level
-    logger.setLevel(logging.INFO if verbose else logging.WARNING)
-    before = list(logger.handlers)
-    try:
-        preprocess.main(args)
-    finally:
-        for h in logger.handlers[:]:  # preprocess.main adds a FileHandler per call
-            if h not in before:
-                logger.removeHandler(h)
-                h.close()
-        logger.setLevel(level)

@@ -9,6 +9,7 @@ import shutil
 from collections import Counter
 from typing import Dict, List, Optional
 
+from nesyseq.data_prep.fairseq_binarize import fairseq_preprocess
 from nesyseq.data_prep.qa_babi import QAExample, discover_tasks, parse_babi_file
 from nesyseq.common.atomic import atomic_write_bytes
 from nesyseq.common.errors import UserError
@@ -52,28 +53,8 @@ def _binarize(text_dir: pathlib.Path, dest: pathlib.Path, dict_path: pathlib.Pat
               extra_tests: List[str] = ()) -> None:
     """fairseq-preprocess train/valid/test plus ``extra_tests`` (e.g. test_rooms), which
     fairseq writes as test1, test2, ... and we rename to their own subset names."""
-    import logging
-
-    from fairseq import options
-    from fairseq_cli import preprocess
-
-    tests = ",".join(str(text_dir / t) for t in ["test", *extra_tests])
-    argv = ["--source-lang", "src", "--target-lang", "tgt", "--trainpref", str(text_dir / "train"),
-            "--validpref", str(text_dir / "valid"), "--testpref", tests,
-            "--destdir", str(dest), "--srcdict", str(dict_path), "--joined-dictionary",
-            "--workers", "1", "--dataset-impl", "mmap"]
-    args = options.get_preprocessing_parser().parse_args(argv)
-    logger = logging.getLogger("fairseq_cli.preprocess")
-    before, level = list(logger.handlers), logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        preprocess.main(args)
-    finally:
-        for h in logger.handlers[:]:
-            if h not in before:
-                logger.removeHandler(h)
-                h.close()
-        logger.setLevel(level)
+    fairseq_preprocess(dest, text_dir / "train", text_dir / "valid", [text_dir / t for t in ["test", *extra_tests]],
+                       srcdict=dict_path)
     for k, name in enumerate(extra_tests, start=1):
         for f in dest.glob(f"test{k}.*"):
             os.replace(f, dest / (name + f.name[len(f"test{k}"):]))

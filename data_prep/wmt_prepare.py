@@ -27,15 +27,14 @@ import multiprocessing as mp
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
+from nesyseq.data_prep.fairseq_binarize import fairseq_preprocess
 from nesyseq.common.atomic import atomic_write_bytes
 from nesyseq.common.errors import UserError
-from nesyseq.common.fairseq_cli import fairseq_bin, small_cpu_env
 
 _WS = re.compile(r"\s+")
 
@@ -218,16 +217,9 @@ def encode_files(jobs: List[Tuple[Path, Path]], model: Path, workers: int, chunk
 
 # ---------------------------------------------------------------- step 5
 def binarize(src: str, tgt: str, spm_dir: Path, dest: Path, workers: int, splits: List[str]) -> None:
-    cmd = [fairseq_bin("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
-           "--joined-dictionary", "--destdir", str(dest), "--workers", str(workers),
-           "--dataset-impl", "mmap"]
-    for split in splits:
-        cmd += [f"--{split}pref", str(spm_dir / split)]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=small_cpu_env(True))
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.strip().splitlines()[-3:])
-        raise UserError(f"fairseq-preprocess failed for {dest}:\n{tail}")
+    fairseq_preprocess(dest, spm_dir / "train", spm_dir / "valid" if "valid" in splits else None,
+                       [spm_dir / "test"] if "test" in splits else [], source_lang=src, target_lang=tgt,
+                       workers=workers)
 
 
 # ---------------------------------------------------------------- driver

@@ -21,7 +21,7 @@ import torch
 
 from folnet_helpers import single_thread  # noqa: F401
 
-from nesyseq.plugins.models.folnet_official import ConversionError, convert
+from nesyseq.plugins.converters.folnet_official import ConversionError, convert
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "folnet_official"
 TOL = 1e-5
@@ -245,7 +245,7 @@ def _preprocess(destdir, pref, srcdict=None):
 
 def _pair_data(converted, tmp_path):
     """The fixture batch as raw sentence pairs, tokenized and binarized for sentence_prediction."""
-    from nesyseq.data_prep.wordpiece import WordPiece
+    from nesyseq.common.wordpiece import WordPiece
     tok = WordPiece(FIX / "vocab.txt")
     pairs = [("The cat sat", "on the mat and it ran"), ("We LOOKED at the blue sky", "Xyz sang")]
     data = tmp_path / "data"
@@ -324,7 +324,7 @@ def test_fairseq_train_fine_tunes_and_pretrains_from_converted(converted, tmp_pa
 def _sop_corpus(converted, tmp_path):
     """Two WordPiece-tokenized documents (one sentence per line, blank line between),
     binarized --only-source with the converted dict.txt, for --task mlm_sop."""
-    from nesyseq.data_prep.wordpiece import WordPiece
+    from nesyseq.common.wordpiece import WordPiece
     tok = WordPiece(FIX / "vocab.txt")
     docs = [["The cat sat on the mat", "and it ran", "We LOOKED at the blue sky"],
             ["Xyz sang", "the cat sat", "on the blue mat and it ran"]]

@@ -61,9 +61,8 @@ def project_modules(root=REPO):
     return mods
 
 
-def imports_of(name: str, path: Path, known) -> set:
-    """The project modules that ``name`` imports (absolute or relative, at any depth)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+def imports_of_tree(name: str, path: Path, tree, known) -> set:
+    """The project modules that ``tree`` (a parsed module, or one import statement of it) imports."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(tree):
@@ -85,6 +84,11 @@ def imports_of(name: str, path: Path, known) -> set:
             if t and t != name:
                 found.add(t)
     return found
+
+
+def imports_of(name: str, path: Path, known) -> set:
+    """The project modules that ``name`` imports (absolute or relative, at any depth)."""
+    return imports_of_tree(name, path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)), known)
 
 
 def import_graph(root=REPO):
@@ -176,3 +180,134 @@ def test_imports_are_read_from_the_source(tmp_path, source, expected):
     path.parent.mkdir()
     path.write_text(source)
     assert imports_of("nesyseq.data_prep.probe", path, known) == expected
+
+
+# ----------------------------------------------------------------------------- rooms inside plugins/
+# plugins/ is organised by fairseq registry kind (docs/architecture.md): each register_* call sits
+# in the sub-package of its kind, model files share code through shared modules only (no private
+# names, no lazy imports), and the converters are commands that fairseq-train never imports.
+
+ROOMS = {"register_model": "models", "register_model_architecture": "models", "register_task": "tasks",
+         "register_criterion": "criterions", "register_optimizer": "optim",
+         "register_lr_scheduler": "lr_scheduler", "register_bpe": "encoders", "register_tokenizer": "encoders"}
+# the registry kinds, plus converters (commands, never imported by fairseq) and patches (the
+# fixes of fairseq bugs that user_dir applies)
+PLUGIN_KINDS = {"models", "layers", "tasks", "criterions", "optim", "lr_scheduler", "encoders", "converters",
+                "patches"}
+
+
+def registrations(path: Path) -> set:
+    """The fairseq register_* functions that ``path`` calls (as a decorator or directly)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name in ROOMS:
+                found.add(name)
+    return found
+
+
+def misplaced_registrations(mods):
+    bad = []
+    for name, path in sorted(mods.items()):
+        parts = name.split(".")
+        if parts[:2] != ["nesyseq", "plugins"]:
+            continue
+        room = parts[2] if len(parts) > 3 else None
+        for reg in sorted(registrations(path)):
+            if room != ROOMS[reg]:
+                bad.append(f"{name} calls {reg}: it belongs in plugins/{ROOMS[reg]}/")
+    return bad
+
+
+def sideways_imports(mods):
+    """Imports inside plugins/ (converters excepted) that reach into another module's private
+    names, that happen inside a function (lazy, e.g. round a cycle), or that go from one model
+    file to another (a model file registers a model; what two share lives in a shared module)."""
+    model_files = {n for n, p in mods.items() if n.startswith("nesyseq.plugins.models.") and
+                   registrations(p) & {"register_model"}}
+    bad = []
+    for name, path in sorted(mods.items()):
+        if not name.startswith("nesyseq.plugins.") or name.startswith("nesyseq.plugins.converters"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        lazy = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            targets = imports_of_tree(name, path, node, mods)
+            if not targets:
+                continue
+            if id(node) in lazy:
+                bad.append(f"{name}:{node.lineno} imports {sorted(targets)} inside a function")
+            if isinstance(node, ast.ImportFrom):
+                private = [a.name for a in node.names if a.name.startswith("_") and a.name != "__version__"]
+                if private:
+                    bad.append(f"{name}:{node.lineno} takes private {private} from {sorted(targets)}")
+            if name in model_files:
+                other = sorted(t for t in targets if t in model_files)
+                if other:
+                    bad.append(f"{name}:{node.lineno} imports the model file(s) {other}")
+    return bad
+
+
+def test_plugins_subpackages_are_registry_kinds():
+    subs = {p.name for p in (REPO / "plugins").iterdir() if (p / "__init__.py").is_file()}
+    assert subs <= PLUGIN_KINDS, f"plugins/ sub-packages beyond the registry kinds: {sorted(subs - PLUGIN_KINDS)}"
+
+
+def test_every_registration_sits_in_the_room_of_its_kind():
+    assert misplaced_registrations(project_modules()) == []
+
+
+def test_no_sideways_imports_between_plugin_modules():
+    assert sideways_imports(project_modules()) == []
+
+
+def test_the_room_checks_see_a_misplaced_or_sideways_module(tmp_path):
+    """The checks fail on the layouts this one replaced (issue 60): an optimizer registered in a
+    task file, a model taking another model file's private class, a lazy import round a cycle."""
+    root = tmp_path
+    files = {
+        "plugins/__init__.py": "",
+        "plugins/tasks/__init__.py": "",
+        "plugins/tasks/pairs.py": "from fairseq.optim import register_optimizer\n"
+                                  "@register_optimizer('x')\nclass X: pass\n",
+        "plugins/models/__init__.py": "",
+        "plugins/models/a.py": "from fairseq.models import register_model\n"
+                               "class _Base: pass\n@register_model('a')\nclass A(_Base): pass\n",
+        "plugins/models/b.py": "from fairseq.models import register_model\n"
+                               "from nesyseq.plugins.models.a import _Base\n@register_model('b')\nclass B(_Base): pass\n",
+        "plugins/models/c.py": "def f():\n    from nesyseq.plugins.models.shared import g  # avoid an import cycle\n",
+        "plugins/models/shared.py": "def g(): pass\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    mods = {}
+    for rel in files:
+        parts = list(Path(rel).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        mods[".".join(["nesyseq"] + parts)] = root / rel
+    assert misplaced_registrations(mods) == [
+        "nesyseq.plugins.tasks.pairs calls register_optimizer: it belongs in plugins/optim/"]
+    assert sideways_imports(mods) == [
+        "nesyseq.plugins.models.b:2 takes private ['_Base'] from ['nesyseq.plugins.models.a']",
+        "nesyseq.plugins.models.b:2 imports the model file(s) ['nesyseq.plugins.models.a']",
+        "nesyseq.plugins.models.c:2 imports ['nesyseq.plugins.models.shared'] inside a function",
+    ]
+
+
+def test_fairseq_never_imports_the_converters():
+    """``import nesyseq.user_dir`` (what --user-dir does) leaves nesyseq.plugins.converters alone:
+    the converters are commands (nesyseq convert ...), not plugins."""
+    import subprocess
+    import sys
+    code = ("import sys, nesyseq.user_dir; "
+            "print(sorted(m for m in sys.modules if m.startswith('nesyseq.plugins.converters')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

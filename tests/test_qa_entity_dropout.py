@@ -4,13 +4,14 @@ Entity dropout is checked against the zero-shot test path it imitates: a model i
 with every context word dropped must give, example by example, the probabilities of the same
 weights in eval mode after ``set_unseen(that example's context words)`` (zero A rows and Z rows,
 the paper's protocol for unseen words), a path that shares no code with the dropout mask."""
+import argparse
 import copy
 
 import pytest
 import torch
 
 from nesyseq.plugins.layers.symbolic import context_symbols, lookup_phi
-from nesyseq.plugins.models.qa_memnet import split_story
+from nesyseq.plugins.models.qa_common import split_story
 from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 
@@ -23,7 +24,8 @@ SPECIAL = {".", "?"}
 def _build(cls, seed=0, **cfg):
     torch.manual_seed(seed)
     d = make_dict()
-    model = cls.build_model(TPRConfig(embed_dim=6, hidden_dim=7, entity_dim=5, role_dim=4, max_words=8, **cfg),
+    model = cls.build_model(TPRConfig.from_namespace(argparse.Namespace(
+        embed_dim=6, hidden_dim=7, entity_dim=5, role_dim=4, max_words=8, **cfg)),
                             FakeTask(d)).double()
     with torch.no_grad():
         for p in model.parameters():
@@ -234,7 +236,7 @@ def test_type_dropout_rate_options_and_stream():
         _build(SymbolicTPRModel, entity_dropout_type=0.3, entity_dropout_groups="zzz;nobody,zzz")
     # a group absent from the data (task 1 has no objects) is skipped, the others kept
     skipped, _ = _build(SymbolicTPRModel, entity_dropout_type=0.3, entity_dropout_groups=GROUPS + ";lantern,teapot")
-    assert skipped.encoder.drop_groups.shape == (2, len(d))
+    assert skipped.encoder.entity_dropout.groups.shape == (2, len(d))
     with pytest.raises(ValueError, match="--entity-dropout-type must"):
         _build(SymbolicTPRModel, entity_dropout_type=1.5, entity_dropout_groups=GROUPS)
 
@@ -439,7 +441,7 @@ def test_valid_entity_dropout_is_the_training_mask_seeded_by_the_batch(cls):
     assert _valid_loss(_task(d, True), model, sample)[0] == got                  # the same masks every time
     plain, _ = _valid_loss(_task(d, False), model, sample)
     assert abs(plain - got) > 1e-3
-    assert model.encoder._valid_drop_gen is None and not model.training
+    assert model.encoder.entity_dropout._valid_gen is None and not model.training
     torch.testing.assert_close(_probs(model, src), _probs(copy.deepcopy(model).eval(), src), rtol=0, atol=0)
 
 

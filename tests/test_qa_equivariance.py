@@ -1,4 +1,5 @@
 """Exact symbol-shift equivariance Φ(Γ(X)) = Γ(Φ(X)) of the symbolic QA models, with controls."""
+import argparse
 import pytest
 import torch
 
@@ -119,7 +120,8 @@ def _build_tpr(cls, seed=0, **cfg):
 
     torch.manual_seed(seed)
     d = make_dict()
-    model = cls.build_model(TPRConfig(embed_dim=6, hidden_dim=7, entity_dim=5, role_dim=4, max_words=8, **cfg),
+    model = cls.build_model(TPRConfig.from_namespace(argparse.Namespace(
+        embed_dim=6, hidden_dim=7, entity_dim=5, role_dim=4, max_words=8, **cfg)),
                             FakeTask(d)).eval()
     with torch.no_grad():
         for p in model.parameters():
@@ -198,7 +200,7 @@ def test_stpr_bijection_invariance_and_dense_mutant(monkeypatch):
         if isinstance(mod, symbolic.SymbolicLinear):
             def fwd(h_sem, h_sym, slot_mask, _lin=mod.linear):
                 m = h_sym.size(-1)
-                return _lin(h_sem), (h_sym @ dense[:m, :m]) * symbolic._expand_mask(slot_mask, h_sym)
+                return _lin(h_sem), (h_sym @ dense[:m, :m]) * symbolic.expand_mask(slot_mask, h_sym)
             mod.forward = fwd
     p = _answer_probs(model, d, STORIES)
     with monkeypatch.context() as mp:

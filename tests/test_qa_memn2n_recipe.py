@@ -10,7 +10,7 @@ from collections import Counter
 
 import torch
 
-from nesyseq.plugins.models.qa_memn2n_schedule import memn2n_lr
+from nesyseq.plugins.lr_scheduler.memn2n_step import memn2n_lr
 from nesyseq.plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 
@@ -217,7 +217,7 @@ def test_schedule_sets_the_optimizer_lr():
 
     from fairseq.optim.sgd import SGD
 
-    from nesyseq.plugins.models.qa_memn2n_schedule import MemN2NStepConfig, MemN2NStepSchedule
+    from nesyseq.plugins.lr_scheduler.memn2n_step import MemN2NStepConfig, MemN2NStepSchedule
 
     p = torch.nn.Parameter(torch.zeros(2))
     opt = SGD(Namespace(lr=[0.16], momentum=0.0, weight_decay=0.0), [p])

@@ -8,7 +8,7 @@ shows up as a mismatch.
 import pytest
 import torch
 
-from nesyseq.plugins.models.qa_memnet import split_story
+from nesyseq.plugins.models.qa_common import split_story
 from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 

@@ -80,10 +80,14 @@ def test_a_checkpoint_config_from_before_an_option_builds_and_trains(arch, dc):
     from fairseq.models import build_model
     from omegaconf import OmegaConf
 
+    from nesyseq.plugins.models.config_defaults import option_groups
+
     new = {"entity_dropout_init_alpha", "entity_dropout_words", "beta_init", "freeze_beta", "linear_start_epochs",
            "random_noise", "entity_dropout_type", "entity_dropout_groups"}
-    old = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
-           for f in dataclasses.fields(dc) if f.name not in new | {"_name"}}
+    # the saved config is flat: the entity-dropout group's fields at the top, as before the group
+    fields = [f for f in dataclasses.fields(dc) if f.name not in option_groups(dc)]
+    fields += [f for g in option_groups(dc).values() for f in dataclasses.fields(g)]
+    old = {f.name: f.default for f in fields if f.name not in new | {"_name"}}
     if dc is TPRConfig:
         old["entity_dropout"] = 0.5                  # on, so training reads --entity-dropout-init-alpha
     cfg = OmegaConf.create({"_name": arch, **old})
@@ -94,5 +98,7 @@ def test_a_checkpoint_config_from_before_an_option_builds_and_trains(arch, dc):
     src = encode(d, STORIES)
     out = model(src, torch.full((src.size(0),), src.size(1)), torch.full((src.size(0), 1), d.eos()))
     assert torch.isfinite(out[0]).all()
-    for name in new & {f.name for f in dataclasses.fields(dc)}:
-        assert name in cfg
+    for name in new & {f.name for f in fields}:
+        assert name in cfg or name in cfg.entity_drop
+    if dc is TPRConfig:                               # the flat fields moved into their group
+        assert cfg.entity_drop.entity_dropout == 0.5 and "entity_dropout" not in cfg

@@ -6,7 +6,8 @@ import torch
 
 import nesyseq.plugins.models.qa_memnet as qm
 import nesyseq.plugins.models.qa_tpr as qt
-from nesyseq.plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel, split_story
+from nesyseq.plugins.models.qa_common import split_story
+from nesyseq.plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 
 PAD, EOS, DOT, QM = 1, 2, 3, 4

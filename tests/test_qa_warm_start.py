@@ -1,4 +1,4 @@
-"""`nesyseq convert warm-start` (plugins/models/warm_start.py): a checkpoint carried to another
+"""`nesyseq convert warm-start` (plugins/converters/warm_start.py): a checkpoint carried to another
 dictionary computes the same logits for every word both dictionaries have (a brute-force check
 on the symbolic tp_transformer, words in a new order, new words added), new words get fresh
 rows, and a grown encoder's new layers are copies of the top one."""
@@ -15,7 +15,7 @@ from nesyseq.cli.main import main as nesyseq
 from nesyseq.common.errors import UserError
 from nesyseq.plugins.models.folnet_transformer import FolnetTransformerModel
 from nesyseq.plugins.models.tp_transformer import TPTransformerModel
-from nesyseq.plugins.models.warm_start import warm_start
+from nesyseq.plugins.converters.warm_start import warm_start
 from tests.qa_helpers import WORDS, FakeTask, encode
 
 # task 1's words: the QA helpers' 14 and three more rooms (|V| = 21, a size no other tensor of
@@ -67,7 +67,7 @@ def build(d, kind="tp_tied", encoder_layers=2, seed=0, perturb=True):
         args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads = 16, 32, 2
     models.ARCH_CONFIG_REGISTRY[arch](args)
     config = models.MODEL_DATACLASS_REGISTRY[models.ARCH_MODEL_NAME_REGISTRY[arch]]
-    cfg = config(**{k: v for k, v in vars(args).items() if k in config.__dataclass_fields__})
+    cfg = config.from_namespace(args)
     model = cls.build_model(cfg, FakeTask(d)).double().eval()
     if perturb:   # every parameter off its init (the α logits, the relative bias, the specials' rows)
         with torch.no_grad():

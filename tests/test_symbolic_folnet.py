@@ -22,8 +22,7 @@ def build(seed=0, tie=True, **flags):
     d = make_dict()
     args = argparse.Namespace(arch="folnet_transformer_tiny", share_all_embeddings=True, **flags)
     models.ARCH_CONFIG_REGISTRY["folnet_transformer_tiny"](args)
-    fields = FolnetTransformerConfig.__dataclass_fields__
-    cfg = FolnetTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    cfg = FolnetTransformerConfig.from_namespace(args)
     model = FolnetTransformerModel.build_model(cfg, FakeTask(d)).double().eval()
     with torch.no_grad():
         for p in model.parameters():

@@ -11,7 +11,7 @@ from nesyseq import plugins  # noqa: F401  (registers the models)
 import nesyseq.plugins.models.tp_transformer as tpt
 from fairseq import models
 from nesyseq.plugins.layers import symbolic
-from nesyseq.plugins.layers.symbolic_transformer import SymbolicFeedForward
+from nesyseq.plugins.layers.symbolic import SymbolicFeedForward
 from nesyseq.plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
 from tests.decoding_helpers import incremental_outputs, reorder_mid_sequence
 from tests.qa_helpers import NAMES, FakeTask, encode, make_dict
@@ -37,8 +37,7 @@ def build(arch="tp_transformer_tiny", seed=0, tie=True, perturb=True, **flags):
     args = argparse.Namespace(arch=arch, encoder_embed_dim=16, encoder_ffn_embed_dim=32,
                               encoder_attention_heads=2, **flags)
     models.ARCH_CONFIG_REGISTRY[arch](args)
-    fields = TPTransformerConfig.__dataclass_fields__
-    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    cfg = TPTransformerConfig.from_namespace(args)
     model = TPTransformerModel.build_model(cfg, FakeTask(d)).double().eval()
     if perturb:
         with torch.no_grad():  # move every parameter (λ, γ, β, gains included) off its init
@@ -169,7 +168,7 @@ def _dense_mutant(model, seed=7):
         if isinstance(mod, SymbolicFeedForward):
             def fwd(s, slot_mask, _dense=dense):
                 m = s.size(-1)
-                return torch.relu(s @ _dense[:m, :m]) * symbolic._expand_mask(slot_mask, s)
+                return torch.relu(s @ _dense[:m, :m]) * symbolic.expand_mask(slot_mask, s)
             mod.forward = fwd
 
 

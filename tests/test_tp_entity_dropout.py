@@ -64,7 +64,7 @@ def test_each_listed_context_word_is_dropped_with_probability_p():
     slots = context_symbols(src, enc.symbol_ignore, d.pad())
     torch.manual_seed(1)
     n = 4000
-    counts = sum(enc.entity_drop(slots).double() for _ in range(n)) / n        # (B, V)
+    counts = sum(enc.entity_dropout(slots).double() for _ in range(n)) / n        # (B, V)
     in_context = [{d.index(w) for w in t.split()} for t in STORIES]
     for b in range(len(STORIES)):
         for w in range(len(d)):
@@ -79,7 +79,7 @@ def test_every_source_word_when_no_list():
     model, d = build(**BOTH, entity_dropout=1.0)
     enc = model.encoder.train()
     src = encode(d, STORIES)
-    drop = enc.entity_drop(context_symbols(src, enc.symbol_ignore, d.pad()))
+    drop = enc.entity_dropout(context_symbols(src, enc.symbol_ignore, d.pad()))
     for b, text in enumerate(STORIES):
         want = {d.index(w) for w in text.split()} - {d.index("."), d.index("?")}
         assert set(drop[b].nonzero().flatten().tolist()) == want
@@ -92,7 +92,7 @@ def test_word_list_from_a_file(tmp_path):
     assert listed_words(f"@{f}", "--x") == ["mary", "john", "kitchen", "nobody"]
     torch.testing.assert_close(droppable_words(f"@{f}", d), droppable_words("mary,john,kitchen", d))
     model, _ = build(**BOTH, entity_dropout=0.5, entity_dropout_words=f"@{f}")
-    assert set(model.encoder.droppable.nonzero().flatten().tolist()) == {d.index(w) for w in ("mary", "john", "kitchen")}
+    assert set(model.encoder.entity_dropout.droppable.nonzero().flatten().tolist()) == {d.index(w) for w in ("mary", "john", "kitchen")}
     with pytest.raises(ValueError, match=r"--entity-dropout-words: cannot read the word list '.*missing\.txt'"):
         build(**BOTH, entity_dropout=0.5, entity_dropout_words=f"@{tmp_path / 'missing.txt'}")
     with pytest.raises(ValueError, match="--entity-dropout-words: none of"):

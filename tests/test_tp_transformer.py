@@ -32,8 +32,7 @@ class _Task:
 def build(arch, dictionary, **overrides):
     args = argparse.Namespace(arch=arch, **overrides)
     models.ARCH_CONFIG_REGISTRY[arch](args)
-    fields = TPTransformerConfig.__dataclass_fields__
-    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    cfg = TPTransformerConfig.from_namespace(args)
     return TPTransformerModel.build_model(cfg, _Task(dictionary))
 
 

@@ -34,13 +34,11 @@ def test_arch_builds_from_namespace_and_dataclass(arch):
     # dataclass API: the same preset as a TPTransformerConfig (what Hydra passes)
     args = argparse.Namespace(arch=arch)
     models.ARCH_CONFIG_REGISTRY[arch](args)
-    fields = TPTransformerConfig.__dataclass_fields__
-    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    cfg = TPTransformerConfig.from_namespace(args)
     from_dc = TPTransformerModel.build_model(cfg, task)
     assert _shapes(from_ns) == _shapes(from_dc)
     # Hydra's DictConfig path (merge with the dataclass defaults)
-    dc = OmegaConf.create({"_name": "tp_transformer", **{k: getattr(cfg, k) for k in fields
-                                                          if not k.startswith("_")}})
+    dc = OmegaConf.create({**OmegaConf.to_container(OmegaConf.structured(cfg)), "_name": "tp_transformer"})
     assert _shapes(models.build_model(dc, task)) == _shapes(from_dc)
     # the preset's sizes really arrive in the model
     d = from_ns.encoder.embedding.dim

@@ -36,8 +36,7 @@ def math_model():
     d = _dict()
     args = argparse.Namespace(arch="tp_transformer_math")
     models.ARCH_CONFIG_REGISTRY["tp_transformer_math"](args)
-    fields = TPTransformerConfig.__dataclass_fields__
-    cfg = TPTransformerConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    cfg = TPTransformerConfig.from_namespace(args)
     assert cfg.encoder_embed_dim == 512
     return TPTransformerModel.build_model(cfg, _Task(d)).eval(), d
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nesyseq.data_prep.wordpiece import WordPiece, detokenize
+from nesyseq.common.wordpiece import WordPiece, detokenize
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "folnet_official"
 REF = json.loads((FIX / "tokenization.json").read_text())

@@ -1,6 +1,6 @@
 """``--bpe wordpiece --wordpiece-vocab vocab.txt``: BERT WordPiece inside fairseq.
 
-The tokenizer of the official FOLNet checkpoints (``data_prep/wordpiece.py``),
+The tokenizer of the official FOLNet checkpoints (``nesyseq.common/wordpiece.py``),
 for fairseq tools that apply ``--bpe`` themselves (``fairseq-interactive``,
 hub interfaces).  fairseq's own ``--bpe bert`` does the same through the
 ``transformers`` package, which nesyseq does not install.
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from fairseq.data.encoders import register_bpe
 from fairseq.dataclass import FairseqDataclass
 
-from nesyseq.data_prep.wordpiece import WordPiece, detokenize
+from nesyseq.common.wordpiece import WordPiece, detokenize
 
 
 @dataclass

@@ -1,20 +1,23 @@
 """Entity dropout (ours, issue 23; docs/qa.md): in training, per example, some context words are
 treated as words unseen in training, the way the paper's zero-shot test treats them (their
-semantic embedding and output rows read as zero).  The word lists of the options and the
-per-word draw shared by the QA models and the symbolic transformer live here.
+semantic embedding and output rows read as zero).  One option group and one module serve every
+model that has it (tpr_rnn / stpr, tp_transformer):
 
+    EntityDropoutConfig              the options, a nested group of the model's config
+                                     (``cfg.entity_drop``; flags --entity-dropout, --entity-dropout-*)
+    EntityDropout(cfg, dictionary)   the module: ``drop(slots)`` is the (B, V) bool mask of the words
+                                     treated as unseen in each example, None when off or in eval mode
     word_mask("mary,john", d)        (V,) bool over the dictionary, the listed words
     word_mask("@names.txt", d)       the same, words read from a file (whitespace-separated)
-    drop_context_words(slots, p, m)  (B, V) bool: each real slot's word with probability p,
-                                     kept on the (V,) mask m (None: every slot)
 """
-from __future__ import annotations
-
+import contextlib
 import logging
+from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 import torch
-from torch import Tensor
+from fairseq.dataclass import FairseqDataclass
+from torch import Tensor, nn
 
 from nesyseq.plugins.layers.symbolic import ContextSymbols
 
@@ -67,16 +70,142 @@ def droppable_words(words: str, dictionary, what: str = "--entity-dropout-words"
     return mask
 
 
-def drop_context_words(slots: ContextSymbols, rate: float, droppable: Optional[Tensor], vocab_size: int,
-                       generator: Optional[torch.Generator] = None) -> Tensor:
-    """(B, V) bool: the words treated as unseen in each example.  Every distinct context word
-    (a real slot of ``slots``, (B, m)) is picked independently with probability ``rate``, then
-    kept only where ``droppable`` (V,) is set (None: every word)."""
-    u = torch.rand(slots.slot_vocab.shape, generator=generator, device=slots.slot_vocab.device)   # (B, m)
-    picked = (u < rate) & slots.slot_mask
-    if droppable is not None:
-        picked = picked & droppable[slots.slot_vocab]
-    b, j = picked.nonzero(as_tuple=True)
-    drop = torch.zeros(slots.slot_vocab.size(0), vocab_size, dtype=torch.bool, device=slots.slot_vocab.device)
-    drop[b, slots.slot_vocab[b, j]] = True
-    return drop
+def dropout_groups(groups: str, dictionary) -> Optional[Tensor]:
+    """--entity-dropout-groups as a (G, V) bool mask over ``dictionary``; None when empty.  A group
+    with no word of the dictionary (task 1 has no objects) is skipped and logged, as are words
+    absent from it; no group left is an error."""
+    listed = [g.strip() for g in (groups or "").split(";") if g.strip()]
+    if not listed:
+        return None
+    rows = [word_mask(g, dictionary, f"--entity-dropout-groups: group {k + 1}")[0] for k, g in enumerate(listed)]
+    rows = [r for r in rows if r is not None]
+    if not rows:
+        raise ValueError(f"--entity-dropout-groups: no group has a word of the dictionary ({len(dictionary)} "
+                         f"words): {groups!r}; give words of the training data")
+    return torch.stack(rows)
+
+
+@dataclass
+class EntityDropoutConfig(FairseqDataclass):
+    """The entity-dropout options (``cfg.entity_drop`` of tpr_rnn / stpr and tp_transformer)."""
+    entity_dropout: float = field(default=0.0, metadata={
+        "help": "training only (ours): per example, every distinct context word is treated as unseen "
+                "with this probability: its semantic embedding and its output logit read as zero (and, "
+                "in tp_transformer, its α as the initial one), as the zero-shot test does for words "
+                "absent from train (docs/qa.md, issue 23); tp_transformer needs --symbolic-embeddings "
+                "or --symbolic-output"})
+    entity_dropout_story: float = field(default=0.0, metadata={
+        "help": "training only (ours): per example, with this probability every context word is "
+                "treated as unseen at once (the all-new zero-shot test), on top of --entity-dropout's "
+                "per-word draws; alone it also turns the dropout path on (docs/qa.md, issue 23)"})
+    entity_dropout_random_rate: float = field(default=0.0, metadata={
+        "help": "training only (ours): per example, a rate r ~ U(0, R) is drawn and each context word "
+                "is treated as unseen with probability max(--entity-dropout, r), so training sees "
+                "every number of new words at once, not mostly 0-1 (P) or all (story); alone it "
+                "also turns the dropout path on (docs/qa.md, issue 23)"})
+    entity_dropout_words: str = field(default="", metadata={
+        "help": "training only (ours): the words entity dropout may pick (e.g. the task's people, "
+                "rooms and objects), comma-separated or @FILE (whitespace-separated words); the "
+                "per-word, story and random-rate draws are made as without it and then kept only on "
+                "these words, so story dropout shows exactly the all-new test (entities new, verbs and "
+                "function words known). Empty: every context word. Listed words absent from the "
+                "dictionary are skipped; none present is an error (docs/qa.md, issue 23)"})
+    entity_dropout_type: float = field(default=0.0, metadata={
+        "help": "training only (ours): per example, with this probability one group of "
+                "--entity-dropout-groups is drawn uniformly (whether or not the example has words of "
+                "it) and every context word of it is treated as unseen at once (e.g. all the people, "
+                "rooms and objects known: the 'people' zero-shot test), on top of the other draws "
+                "and, like them, kept on --entity-dropout-words when that is given; alone it also "
+                "turns the dropout path on (docs/qa.md, issue 23)"})
+    entity_dropout_groups: str = field(default="", metadata={
+        "help": "training only (ours): the groups --entity-dropout-type draws from, ';'-separated "
+                "lists of comma-separated words, e.g. 'mary,john;kitchen,garden;milk'. Words and "
+                "groups absent from the dictionary are skipped (logged); none left is an error"})
+
+
+RATES = ("entity_dropout", "entity_dropout_story", "entity_dropout_random_rate", "entity_dropout_type")
+
+
+def dropout_rate(cfg: EntityDropoutConfig) -> float:
+    """The largest of the rates of ``cfg``; 0 when entity dropout is off."""
+    return max(getattr(cfg, name) for name in RATES)
+
+
+class EntityDropout(nn.Module):
+    """The words treated as unseen in each example of a training batch (the module docstring).
+    Its word masks are buffers rebuilt from the config at every build, never saved, so a
+    dictionary extended at test time is fine and checkpoints hold nothing of it."""
+
+    def __init__(self, cfg: EntityDropoutConfig, dictionary):
+        super().__init__()
+        for name in RATES:
+            if not 0.0 <= getattr(cfg, name) <= 1.0:
+                raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(cfg, name)}")
+        self.cfg = cfg
+        self.vocab_size = len(dictionary)
+        # (V,) bool: the words it may pick; None = every context word
+        self.register_buffer("droppable", droppable_words(cfg.entity_dropout_words, dictionary), persistent=False)
+        # (G, V) bool: the groups of --entity-dropout-type
+        self.register_buffer("groups", dropout_groups(cfg.entity_dropout_groups, dictionary), persistent=False)
+        if cfg.entity_dropout_type > 0.0 and self.groups is None:
+            raise ValueError("--entity-dropout-type needs --entity-dropout-groups (the word groups it draws from)")
+        self._valid_gen = None   # set only inside ``validation``: the generator of eval-mode dropout
+
+    def rate(self) -> float:
+        """The largest of the rates; 0 when entity dropout is off."""
+        return dropout_rate(self.cfg)
+
+    def active(self) -> bool:
+        """Dropping now: in training, or inside ``validation``, with a rate above 0."""
+        return (self.training or self._valid_gen is not None) and self.rate() > 0.0
+
+    @contextlib.contextmanager
+    def validation(self, seed: int, device):
+        """Inside: dropout applies in eval mode too, drawn from a generator seeded with ``seed``,
+        so a validation batch sees the same masks at every validation (the babi_qa task's
+        --valid-entity-dropout, docs/qa.md).  Outside, eval mode never drops."""
+        g = torch.Generator(device=device)
+        g.manual_seed(seed)
+        self._valid_gen = g
+        try:
+            yield
+        finally:
+            self._valid_gen = None
+
+    def forward(self, slots: ContextSymbols, generator: Optional[torch.Generator] = None) -> Optional[Tensor]:
+        """(B, V) bool, or None when not ``active``.  ``slots``: the uncapped numbering of the
+        context, (B, m).  Every distinct context word (a real slot) is picked independently with
+        probability max(P, r), P = --entity-dropout and r ~ U(0, --entity-dropout-random-rate) drawn
+        per example (r = 0 when that is off), every one of them at once with probability
+        --entity-dropout-story, and every word of one group of --entity-dropout-groups (drawn
+        uniformly) at once with probability --entity-dropout-type; then kept on
+        --entity-dropout-words.  Each draw beyond the per-word one is made only when its option is
+        on, in this order, so runs without it keep their random stream."""
+        if not self.active():
+            return None
+        if generator is None:
+            generator = self._valid_gen        # None in training: the global RNG
+        cfg, vocab = self.cfg, slots.slot_vocab
+        B, dev = vocab.size(0), vocab.device
+        u = torch.rand(vocab.shape, generator=generator, device=dev)                             # (B, m)
+        whole = None
+        if cfg.entity_dropout_story > 0.0:
+            whole = torch.rand(B, 1, generator=generator, device=dev)                            # (B, 1)
+        rate = torch.full((B, 1), cfg.entity_dropout, device=dev)                                # (B, 1)
+        if cfg.entity_dropout_random_rate > 0.0:
+            r = torch.rand(B, 1, generator=generator, device=dev) * cfg.entity_dropout_random_rate
+            rate = torch.maximum(rate, r)
+        picked = u < rate
+        if whole is not None:
+            picked = picked | (whole < cfg.entity_dropout_story)
+        if cfg.entity_dropout_type > 0.0:
+            on = torch.rand(B, 1, generator=generator, device=dev) < cfg.entity_dropout_type      # (B, 1)
+            k = torch.randint(self.groups.size(0), (B,), generator=generator, device=dev)         # (B,)
+            picked = picked | (on & self.groups[k].gather(1, vocab))                              # (B, m)
+        picked = picked & slots.slot_mask
+        if self.droppable is not None:                 # same draws, kept on the listed words only
+            picked = picked & self.droppable[vocab]
+        b, j = picked.nonzero(as_tuple=True)
+        drop = torch.zeros(B, self.vocab_size, dtype=torch.bool, device=dev)
+        drop[b, vocab[b, j]] = True
+        return drop

@@ -32,7 +32,7 @@ from torch.utils.checkpoint import checkpoint
 from nesyseq.plugins.layers.folnet_masks import FolnetMask
 from nesyseq.plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans
 from nesyseq.plugins.layers.symbolic_folnet import SymbolicJoinStream
-from nesyseq.plugins.layers.symbolic_transformer import SlotLayerNorm
+from nesyseq.plugins.layers.symbolic import SlotLayerNorm
 from nesyseq.plugins.torch_compile import call_eager
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional
 
 import torch
 import torch.nn.functional as F
@@ -193,13 +193,13 @@ def slot_map(h_sym: Tensor, slot_mask: Tensor, lam: Tensor, gamma: Tensor) -> Te
 
     h_sym (B, ..., m), slot_mask (B, m); λ, γ scalars or tensors broadcasting against
     h_sym's leading dims (e.g. one per head, shaped (1, H, 1, 1))."""
-    mask = _expand_mask(slot_mask, h_sym)
+    mask = expand_mask(slot_mask, h_sym)
     h_sym = h_sym * mask
     total = h_sym.sum(-1, keepdim=True)
     return (lam * h_sym + gamma * total) * mask
 
 
-def _expand_mask(slot_mask: Tensor, like: Tensor) -> Tensor:
+def expand_mask(slot_mask: Tensor, like: Tensor) -> Tensor:
     shape = [slot_mask.size(0)] + [1] * (like.dim() - 2) + [slot_mask.size(1)]
     return slot_mask.view(shape).to(like.dtype)
 
@@ -207,7 +207,7 @@ def _expand_mask(slot_mask: Tensor, like: Tensor) -> Tensor:
 def masked_slot_softmax(h_sym: Tensor, slot_mask: Tensor) -> Tensor:
     """softmax over the real slots only (fp32, or fp64 for fp64 input); padded slots get 0;
     rows without slots are 0."""
-    mask = _expand_mask(slot_mask, h_sym).bool()
+    mask = expand_mask(slot_mask, h_sym).bool()
     x = h_sym.to(_at_least_fp32(h_sym.dtype)).masked_fill(~mask, float("-inf"))
     p = torch.softmax(x, dim=-1)
     return torch.nan_to_num(p, nan=0.0)
@@ -220,7 +220,7 @@ def _at_least_fp32(dtype: torch.dtype) -> torch.dtype:
 def slot_layer_norm(h_sym: Tensor, slot_mask: Tensor, eps: float = 1e-5) -> Tensor:
     """Normalise h_sym over its real slots (mean and variance over real slots only; no per-slot
     gain, which would break equivariance); padded slots re-zeroed."""
-    mask = _expand_mask(slot_mask, h_sym)
+    mask = expand_mask(slot_mask, h_sym)
     n = mask.sum(-1, keepdim=True).clamp(min=1.0)
     mean = (h_sym * mask).sum(-1, keepdim=True) / n
     var = (((h_sym - mean) * mask) ** 2).sum(-1, keepdim=True) / n
@@ -258,3 +258,76 @@ def mixture_normalized_probs(p: Tensor, log_probs: bool) -> Tensor:
     p in at least fp32, or log p (clamped at 1e-30, so words with no mass stay finite)."""
     p = p.to(torch.promote_types(p.dtype, torch.float32))
     return torch.log(p.clamp(min=1e-30)) if log_probs else p
+
+
+class SymbolAlpha(nn.Module):
+    """s_0 = α_x e_φ(x) with α_x = sigmoid(a_x), a learned per-word logit (init 0).
+
+    ``learned=False`` (``--symbolic-output`` without ``--symbolic-embeddings``): α ≡ 1,
+    the plain one-hot of φ, no per-word parameter.  ``set_unseen(ids, zero_alpha=True)``
+    zeroes α of words unseen in training (an option; the paper is silent)."""
+
+    INIT_LOGIT = 0.0   # a never-trained word keeps α = sigmoid(0) = 1/2
+
+    def __init__(self, num_embeddings: int, learned: bool = True):
+        super().__init__()
+        self.learned = learned
+        if learned:
+            self.alpha_logit = nn.Parameter(torch.full((num_embeddings,), self.INIT_LOGIT))
+        self.register_buffer("unseen", torch.zeros(num_embeddings, dtype=torch.bool), persistent=False)
+        self.zero_alpha = False
+
+    def set_unseen(self, unseen: Tensor, zero_alpha: bool) -> None:
+        self.unseen.copy_(unseen)
+        self.zero_alpha = zero_alpha
+
+    def forward(self, tokens: Tensor, phi: Tensor, m: int, dtype=torch.float32,
+                dropped: Optional[Tensor] = None, zero_dropped: bool = False) -> Tensor:
+        """tokens, phi (B, T) -> (B, T, m).  ``dropped`` (B, T) bool (entity dropout): those
+        tokens read as a word never trained, α = sigmoid(INIT_LOGIT) = 1/2 (1 when α is not learned),
+        or 0 with ``zero_dropped`` (--zero-unseen-alpha)."""
+        e = one_hot_phi(phi, m, dtype)
+        if self.learned:
+            alpha = torch.sigmoid(self.alpha_logit[tokens]).to(dtype)
+        else:
+            alpha = torch.ones(tokens.shape, dtype=dtype, device=tokens.device)
+        if self.zero_alpha:
+            alpha = alpha.masked_fill(self.unseen[tokens], 0.0)
+        if dropped is not None:
+            init = 1.0 / (1.0 + math.exp(-self.INIT_LOGIT)) if self.learned else 1.0
+            alpha = alpha.masked_fill(dropped, 0.0 if zero_dropped else init)
+        return alpha.unsqueeze(-1) * e
+
+
+class SlotLayerNorm(nn.Module):
+    """g · LN_real-slots(s): mean and variance over the real slots, one scalar gain g (init 1);
+    a per-slot gain or bias would break the equivariance."""
+
+    def __init__(self, eps: float = 1e-5):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(()))
+        self.eps = eps
+
+    def forward(self, s: Tensor, slot_mask: Tensor) -> Tensor:
+        return self.gain * slot_layer_norm(s, slot_mask, self.eps)
+
+
+class SymbolicFeedForward(nn.Module):
+    """s ↦ (λ_2 I + γ_2 11ᵀ) ReLU((λ_1 I + γ_1 11ᵀ) s): the FF of the symbolic part, width m."""
+
+    def __init__(self):
+        super().__init__()
+        self.lam = nn.Parameter(torch.ones(2))
+        self.gamma = nn.Parameter(torch.zeros(2))
+
+    def forward(self, s: Tensor, slot_mask: Tensor) -> Tensor:
+        h = F.relu(slot_map(s, slot_mask, self.lam[0], self.gamma[0]))
+        return slot_map(h, slot_mask, self.lam[1], self.gamma[1])
+
+
+def symbol_ignore_ids(dictionary) -> List[int]:
+    """Tokens that get no context slot in the symbolic seq2seq models (tp_transformer,
+    folnet_transformer): pad, eos, bos and the bAbI separators ``.`` / ``?`` (as the memory
+    models, qa_memnet.py)."""
+    ids = [dictionary.pad(), dictionary.eos(), dictionary.bos()]
+    return ids + [dictionary.indices[w] for w in (".", "?") if w in dictionary.indices]

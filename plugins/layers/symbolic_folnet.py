@@ -21,8 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from nesyseq.plugins.layers.symbolic import slot_map
-from nesyseq.plugins.layers.symbolic_transformer import SlotLayerNorm, SymbolicFeedForward
+from nesyseq.plugins.layers.symbolic import SlotLayerNorm, SymbolicFeedForward, slot_map
 
 
 class SymbolicJoinStream(nn.Module):

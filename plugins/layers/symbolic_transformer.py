@@ -23,7 +23,9 @@ our extension, built only from maps that commute with a permutation of the slots
 There are no semantic↔symbolic cross terms in any linear map; the two parts meet only in
 the attention weights (a sum over slots, which no slot permutation changes).  Init:
 λ = 1, γ = 0 everywhere except λ^h_o = 1/H (the mean over heads), g = 1, and λ^h_q =
-``--symbolic-score-init`` (default 1).
+``--symbolic-score-init`` (default 1).  The input, FF and LayerNorm pieces (``SymbolAlpha``,
+``SymbolicFeedForward``, ``SlotLayerNorm``) live in plugins/layers/symbolic.py: the FOLNet
+stream (symbolic_folnet.py) uses them too.
 """
 from __future__ import annotations
 
@@ -34,73 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nesyseq.plugins.layers.symbolic import _expand_mask, one_hot_phi, slot_layer_norm, slot_map
+from nesyseq.plugins.layers.symbolic import expand_mask, slot_map
 from nesyseq.plugins.layers.tp_attention import TPMultiheadAttention
-
-
-class SymbolAlpha(nn.Module):
-    """s_0 = α_x e_φ(x) with α_x = sigmoid(a_x), a learned per-word logit (init 0).
-
-    ``learned=False`` (``--symbolic-output`` without ``--symbolic-embeddings``): α ≡ 1,
-    the plain one-hot of φ, no per-word parameter.  ``set_unseen(ids, zero_alpha=True)``
-    zeroes α of words unseen in training (an option; the paper is silent)."""
-
-    INIT_LOGIT = 0.0   # a never-trained word keeps α = sigmoid(0) = 1/2
-
-    def __init__(self, num_embeddings: int, learned: bool = True):
-        super().__init__()
-        self.learned = learned
-        if learned:
-            self.alpha_logit = nn.Parameter(torch.full((num_embeddings,), self.INIT_LOGIT))
-        self.register_buffer("unseen", torch.zeros(num_embeddings, dtype=torch.bool), persistent=False)
-        self.zero_alpha = False
-
-    def set_unseen(self, unseen: Tensor, zero_alpha: bool) -> None:
-        self.unseen.copy_(unseen)
-        self.zero_alpha = zero_alpha
-
-    def forward(self, tokens: Tensor, phi: Tensor, m: int, dtype=torch.float32,
-                dropped: Optional[Tensor] = None, zero_dropped: bool = False) -> Tensor:
-        """tokens, phi (B, T) -> (B, T, m).  ``dropped`` (B, T) bool (entity dropout): those
-        tokens read as a word never trained, α = sigmoid(INIT_LOGIT) = 1/2 (1 when α is not learned),
-        or 0 with ``zero_dropped`` (--zero-unseen-alpha)."""
-        e = one_hot_phi(phi, m, dtype)
-        if self.learned:
-            alpha = torch.sigmoid(self.alpha_logit[tokens]).to(dtype)
-        else:
-            alpha = torch.ones(tokens.shape, dtype=dtype, device=tokens.device)
-        if self.zero_alpha:
-            alpha = alpha.masked_fill(self.unseen[tokens], 0.0)
-        if dropped is not None:
-            init = 1.0 / (1.0 + math.exp(-self.INIT_LOGIT)) if self.learned else 1.0
-            alpha = alpha.masked_fill(dropped, 0.0 if zero_dropped else init)
-        return alpha.unsqueeze(-1) * e
-
-
-class SlotLayerNorm(nn.Module):
-    """g · LN_real-slots(s): mean and variance over the real slots, one scalar gain g (init 1);
-    a per-slot gain or bias would break the equivariance."""
-
-    def __init__(self, eps: float = 1e-5):
-        super().__init__()
-        self.gain = nn.Parameter(torch.ones(()))
-        self.eps = eps
-
-    def forward(self, s: Tensor, slot_mask: Tensor) -> Tensor:
-        return self.gain * slot_layer_norm(s, slot_mask, self.eps)
-
-
-class SymbolicFeedForward(nn.Module):
-    """s ↦ (λ_2 I + γ_2 11ᵀ) ReLU((λ_1 I + γ_1 11ᵀ) s): the FF of the symbolic part, width m."""
-
-    def __init__(self):
-        super().__init__()
-        self.lam = nn.Parameter(torch.ones(2))
-        self.gamma = nn.Parameter(torch.zeros(2))
-
-    def forward(self, s: Tensor, slot_mask: Tensor) -> Tensor:
-        h = F.relu(slot_map(s, slot_mask, self.lam[0], self.gamma[0]))
-        return slot_map(h, slot_mask, self.lam[1], self.gamma[1])
 
 
 class SymbolicTPMultiheadAttention(TPMultiheadAttention):
@@ -135,7 +72,7 @@ class SymbolicTPMultiheadAttention(TPMultiheadAttention):
         q_sym = slot_map(s_q, slot_mask, self._per_head(self.sym_lam_q), self._per_head(self.sym_gamma_q))
 
         def keys_values(k, v, s):  # (B,T,d) (B,T,d) (B,T,m) -> [k ; s], [v ; s]  (B, H, T, dk+m)
-            s = (s * _expand_mask(slot_mask, s)).unsqueeze(1).expand(-1, H, -1, -1)
+            s = (s * expand_mask(slot_mask, s)).unsqueeze(1).expand(-1, H, -1, -1)
             return torch.cat([self._heads(k), s], -1), torch.cat([self._heads(v), s], -1)
 
         q, r, k, v = self._project(query, memory, incremental_state, saved, keys_values, query_sym, memory_sym)

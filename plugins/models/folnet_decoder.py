@@ -28,15 +28,17 @@ from nesyseq.plugins.layers.folnet_layer import FolnetStack, layer_norm
 from nesyseq.plugins.layers.folnet_masks import encdec_mask, real_positions, self_mask
 from nesyseq.plugins.layers.folnet_rpe import RelativeDistanceEmbedding, cross_id, relative_distance_ids
 from nesyseq.plugins.layers.symbolic import ContextSymbols, lookup_phi, mixture_normalized_probs, symbolic_output_probs
+from nesyseq.plugins.models.folnet_common import stack_kwargs
 
 STATE_KEY = "folnet_state"
 
 
 class FolnetDecoder(FairseqIncrementalDecoder):
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding, layers: int, cross: bool = False,
-                 max_positions: int = 1024):
+                 max_positions: int = 1024, symbolic: bool = False, symbolic_output: bool = False):
+        """``symbolic``: the stack carries the symbolic stream (folnet_transformer with
+        --symbolic-embeddings / --symbolic-output); ``symbolic_output``: the output is the mixture."""
         super().__init__(dictionary)
-        from nesyseq.plugins.models.folnet import stack_kwargs  # avoid an import cycle
 
         self.cross = cross
         self.embed_tokens = embed_tokens
@@ -47,7 +49,7 @@ class FolnetDecoder(FairseqIncrementalDecoder):
         self.rpe = RelativeDistanceEmbedding(cfg.folnet_rpe_clip, cfg.folnet_binary_dim)
         enc_dim = cfg.folnet_unary_dim if cross else None
         enc_binary_dim = cfg.folnet_binary_dim if cross else None
-        kwargs = stack_kwargs(cfg, layers, enc_dim=enc_dim, enc_binary_dim=enc_binary_dim)
+        kwargs = stack_kwargs(cfg, layers, enc_dim=enc_dim, enc_binary_dim=enc_binary_dim, symbolic=symbolic)
         self.symbolic = kwargs["symbolic"]
         if self.symbolic and not cross:
             raise ValueError("--symbolic-embeddings/--symbolic-output are for the encoder-decoder "
@@ -55,7 +57,7 @@ class FolnetDecoder(FairseqIncrementalDecoder):
         self.stack = FolnetStack(**kwargs)
         self.max_pos = max_positions
         self.alpha = None  # SymbolAlpha, set by folnet_transformer's build_model when symbolic
-        self.symbolic_output = bool(getattr(cfg, "symbolic_output", False))
+        self.symbolic_output = symbolic_output
         if self.symbolic_output:
             self.beta_logit = nn.Parameter(torch.zeros(()))  # β = 1/2 at init
 

@@ -15,7 +15,7 @@ from fairseq.models import FairseqLanguageModel, register_model, register_model_
 from fairseq.utils import safe_getattr
 
 from nesyseq.plugins.torch_compile import maybe_compile
-from nesyseq.plugins.models.folnet import FolnetCommonConfig, _folnet_sizes, folnet_embedding
+from nesyseq.plugins.models.folnet_common import FolnetCommonConfig, folnet_embedding, folnet_sizes
 from nesyseq.plugins.models.folnet_decoder import FolnetDecoder
 
 
@@ -52,11 +52,11 @@ def _lm_extras(args):
 
 @register_model_architecture("folnet_lm", "folnet_lm_base")
 def folnet_lm_base(args):
-    _folnet_sizes(args, 12, 768, 64, 12, 3072, 256, 64)
+    folnet_sizes(args, 12, 768, 64, 12, 3072, 256, 64)
     _lm_extras(args)
 
 
 @register_model_architecture("folnet_lm", "folnet_lm_tiny")
 def folnet_lm_tiny(args):
-    _folnet_sizes(args, 2, 32, 8, 4, 64, 16, 8)
+    folnet_sizes(args, 2, 32, 8, 4, 64, 16, 8)
     _lm_extras(args)

@@ -15,38 +15,32 @@ from fairseq.utils import safe_getattr
 import torch
 from torch import nn
 
-from nesyseq.plugins.layers.symbolic import UnseenZeroEmbedding, context_symbols, lookup_phi
-from nesyseq.plugins.layers.symbolic_transformer import SymbolAlpha
-from nesyseq.plugins.torch_compile import maybe_compile
-from nesyseq.plugins.models.folnet import FolnetCommonConfig, FolnetEncoderCore, _folnet_sizes, folnet_embedding
+from nesyseq.plugins.layers.symbolic import SymbolAlpha, UnseenZeroEmbedding, context_symbols, lookup_phi, symbol_ignore_ids
+from nesyseq.plugins.models.config_defaults import GroupedConfig, SymbolicConfig, as_grouped, fill_missing_fields, is_symbolic
+from nesyseq.plugins.models.folnet_common import FolnetCommonConfig, FolnetEncoderCore, folnet_embedding, folnet_sizes
 from nesyseq.plugins.models.folnet_decoder import FolnetDecoder
-from nesyseq.plugins.models.tp_transformer import symbol_ignore_ids
+from nesyseq.plugins.torch_compile import maybe_compile
 
 
 @dataclass
-class FolnetTransformerConfig(FolnetCommonConfig):
+class FolnetTransformerConfig(FolnetCommonConfig, GroupedConfig):
     encoder_layers: int = field(default=6, metadata={"help": "encoder layers"})
     decoder_layers: int = field(default=6, metadata={"help": "decoder layers"})
     share_all_embeddings: bool = field(default=False, metadata={
         "help": "share encoder/decoder/output embeddings (needs a joined dictionary)"})
     max_source_positions: int = field(default=1024, metadata={"help": "longest source"})
     max_target_positions: int = field(default=1024, metadata={"help": "longest target"})
-    symbolic_embeddings: bool = field(default=False, metadata={
-        "help": "unary atoms u1 ⊕ α_x e_φ(x) (symbol-shift equivariance, φ over the source's distinct "
-                "words by first appearance); the symbolic part moves through the join operator"})
-    symbolic_output: bool = field(default=False, metadata={
-        "help": "output p = β softmax(E^T u1) + (1-β) B_φ softmax(s) (fp32); without "
-                "--symbolic-embeddings the symbolic input is the plain one-hot e_φ(x)"})
-    max_symbols: Optional[int] = field(default=None, metadata={"help": "cap on m, the number of context symbols"})
+    symbolic: SymbolicConfig = field(default_factory=SymbolicConfig)
 
 
 class FolnetEncoder(FairseqEncoder):
     def __init__(self, cfg, dictionary, embed_tokens, alpha: Optional[SymbolAlpha] = None):
         super().__init__(dictionary)
-        self.core = FolnetEncoderCore(cfg, embed_tokens, cfg.encoder_layers, cls=False, separator=None)
+        self.core = FolnetEncoderCore(cfg, embed_tokens, cfg.encoder_layers, cls=False, separator=None,
+                                      symbolic=alpha is not None)
         self.max_pos = cfg.max_source_positions
         self.alpha = alpha
-        self.max_symbols = cfg.max_symbols
+        self.max_symbols = cfg.symbolic.max_symbols
         self.symbol_ignore = symbol_ignore_ids(dictionary)
 
     def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False, **unused):
@@ -78,6 +72,7 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, cfg, task):
+        cfg = as_grouped(cfg, FolnetTransformerConfig)
         folnet_transformer_base(cfg)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         d1 = cfg.folnet_unary_dim
@@ -89,14 +84,15 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
             enc_embed = _embedding(len(src_dict), d1, src_dict.pad())
             dec_embed = _embedding(len(tgt_dict), d1, tgt_dict.pad())
         alpha = None
-        if cfg.symbolic_embeddings or cfg.symbolic_output:
+        if is_symbolic(cfg):
             if src_dict != tgt_dict:
                 raise ValueError("--symbolic-embeddings/--symbolic-output need a joined dictionary: the "
                                  "output's B_φ maps source slots to target ids")
-            alpha = SymbolAlpha(len(src_dict), learned=bool(cfg.symbolic_embeddings))  # shared enc/dec
+            alpha = SymbolAlpha(len(src_dict), learned=bool(cfg.symbolic.symbolic_embeddings))  # shared enc/dec
         encoder = FolnetEncoder(cfg, src_dict, enc_embed, alpha)
         decoder = FolnetDecoder(cfg, tgt_dict, dec_embed, cfg.decoder_layers, cross=True,
-                                max_positions=cfg.max_target_positions)
+                                max_positions=cfg.max_target_positions, symbolic=alpha is not None,
+                                symbolic_output=bool(cfg.symbolic.symbolic_output))
         decoder.alpha = alpha
         return maybe_compile(cls(cfg, encoder, decoder), cfg)
 
@@ -122,25 +118,23 @@ def _encdec(args, enc_layers, dec_layers):
     args.share_all_embeddings = safe_getattr(args, "share_all_embeddings", False)
     args.max_source_positions = safe_getattr(args, "max_source_positions", 1024)
     args.max_target_positions = safe_getattr(args, "max_target_positions", 1024)
-    args.symbolic_embeddings = safe_getattr(args, "symbolic_embeddings", False)
-    args.symbolic_output = safe_getattr(args, "symbolic_output", False)
-    args.max_symbols = safe_getattr(args, "max_symbols", None)
+    fill_missing_fields(args, FolnetTransformerConfig)   # the symbolic group; argparse-era checkpoints
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_base")
 def folnet_transformer_base(args):
-    _folnet_sizes(args, None, 768, 64, 12, 3072, 256, 64)
+    folnet_sizes(args, None, 768, 64, 12, 3072, 256, 64)
     _encdec(args, 6, 6)
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_math")
 def folnet_transformer_math(args):
     # tp_transformer_math sizes: d=512, ffn 2048, H=8, 6+6 layers
-    _folnet_sizes(args, None, 512, 64, 8, 2048, 256, 64)
+    folnet_sizes(args, None, 512, 64, 8, 2048, 256, 64)
     _encdec(args, 6, 6)
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_tiny")
 def folnet_transformer_tiny(args):
-    _folnet_sizes(args, None, 32, 8, 4, 64, 16, 8)
+    folnet_sizes(args, None, 32, 8, 4, 64, 16, 8)
     _encdec(args, 2, 2)

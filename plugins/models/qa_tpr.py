@@ -20,26 +20,32 @@ semantic part only) and tanh; its LN normalises the semantic part with LayerNorm
 symbolic part over real slots only (``slot_layer_norm``); p_j multiplies the semantic part
 only; story and question share A, α and p.
 """
-import contextlib
 import logging
 from dataclasses import dataclass, field
 
 import torch
-from fairseq.dataclass import FairseqDataclass
 from fairseq.models import FairseqEncoder, register_model, register_model_architecture
 from torch import nn
 
-from nesyseq.plugins.layers.entity_dropout import droppable_words, word_mask
+from nesyseq.plugins.layers.entity_dropout import EntityDropout, EntityDropoutConfig
 from nesyseq.plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      slot_layer_norm, symbolic_output_probs)
-from nesyseq.plugins.models.config_defaults import fill_missing_fields
-from nesyseq.plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
+from nesyseq.plugins.models.config_defaults import GroupedConfig, as_grouped, fill_missing_fields
+from nesyseq.plugins.models.qa_common import QAModel, split_story
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class TPRConfig(FairseqDataclass):
+class TPREntityDropoutConfig(EntityDropoutConfig):
+    entity_dropout_init_alpha: bool = field(default=False, metadata={
+        "help": "stpr with --entity-dropout (ours): a dropped word's α also reads as its initial value "
+                "sigmoid(0) = 1/2, which is the α an unseen word has at test time (its logit never "
+                "gets a gradient); off: the dropped word keeps its learned α"})
+
+
+@dataclass
+class TPRConfig(GroupedConfig):
     embed_dim: int = field(default=32, metadata={"help": "d: word / symbol embedding size"})
     hidden_dim: int = field(default=40, metadata={"help": "MLP hidden size (config_1.json:4)"})
     entity_dim: int = field(default=90, metadata={"help": "E (tpr_rnn only; stpr uses d+m; config_1.json:3)"})
@@ -57,41 +63,6 @@ class TPRConfig(FairseqDataclass):
                 "the paper's range [0, 1] with no stated init)"})
     freeze_beta: bool = field(default=False, metadata={
         "help": "stpr: keep β at sigmoid(--beta-init) instead of learning it (ours; the paper learns β)"})
-    entity_dropout: float = field(default=0.0, metadata={
-        "help": "training only (ours): per example, every word of the context is treated as unseen "
-                "with this probability: its semantic embedding and its output logit read as zero, "
-                "as the zero-shot test does for words absent from train (docs/qa.md, issue 23)"})
-    entity_dropout_story: float = field(default=0.0, metadata={
-        "help": "training only (ours): per example, with this probability every context word is "
-                "treated as unseen at once (the all-new zero-shot test), on top of --entity-dropout's "
-                "per-word draws; alone it also turns the dropout path on (docs/qa.md, issue 23)"})
-    entity_dropout_random_rate: float = field(default=0.0, metadata={
-        "help": "training only (ours): per example, a rate r ~ U(0, R) is drawn and each context word "
-                "is treated as unseen with probability max(--entity-dropout, r), so training sees "
-                "every number of new words at once, not mostly 0-1 (P) or all (story); alone it "
-                "also turns the dropout path on (docs/qa.md, issue 23)"})
-    entity_dropout_words: str = field(default="", metadata={
-        "help": "training only (ours): comma-separated dictionary words that entity dropout may "
-                "pick (e.g. the task's people, rooms and objects); the per-word, story and "
-                "random-rate draws are made as without it and then kept only on these words, so "
-                "story dropout shows exactly the all-new test (entities new, verbs and function "
-                "words known). Empty: every context word, as before. Listed words absent from the "
-                "dictionary are skipped; none present is an error (docs/qa.md, issue 23)"})
-    entity_dropout_type: float = field(default=0.0, metadata={
-        "help": "training only (ours): per example, with this probability one group of "
-                "--entity-dropout-groups is drawn uniformly (whether or not the example has words of "
-                "it) and every context word of it is treated as unseen at once (e.g. all the people, "
-                "rooms and objects known: the 'people' zero-shot test), on top of the other draws "
-                "and, like them, kept on --entity-dropout-words when that is given; alone it also "
-                "turns the dropout path on (docs/qa.md, issue 23)"})
-    entity_dropout_groups: str = field(default="", metadata={
-        "help": "training only (ours): the groups --entity-dropout-type draws from, ';'-separated "
-                "lists of comma-separated words, e.g. 'mary,john;kitchen,garden;milk'. Words and "
-                "groups absent from the dictionary are skipped (logged); none left is an error"})
-    entity_dropout_init_alpha: bool = field(default=False, metadata={
-        "help": "stpr with --entity-dropout (ours): a dropped word's α also reads as its initial value "
-                "sigmoid(0) = 1/2, which is the α an unseen word has at test time (its logit never "
-                "gets a gradient); off: the dropped word keeps its learned α"})
     symbolic_positions: bool = field(default=False, metadata={
         "help": "stpr (ours, not the paper): weigh word j's symbolic part by a learned scalar γ_j "
                 "(init 1), s_t = Σ_j (A e_x ⊙ p_j) ⊕ (γ_j α_x e_φ(x)); the paper's symbolic part is "
@@ -103,6 +74,7 @@ class TPRConfig(FairseqDataclass):
                 "init 1, so each role weighs the word positions on its own. With one shared row the "
                 "roles pull γ_j both ways and a trained γ_j can sit near 0, erasing that position's "
                 "symbol (docs/qa.md). Still one scalar per position and role, never per word"})
+    entity_drop: TPREntityDropoutConfig = field(default_factory=TPREntityDropoutConfig)
 
 
 class _MLP(nn.Module):
@@ -173,21 +145,6 @@ class DenseTPR:
         self.F = dF if self.F is None else self.F + dF
 
 
-def _dropout_groups(groups: str, dictionary):
-    """--entity-dropout-groups as a (G, V) bool mask over ``dictionary``; None when empty.  A group
-    with no word of the dictionary (task 1 has no objects) is skipped and logged, as are words
-    absent from it; no group left is an error."""
-    listed = [g.strip() for g in (groups or "").split(";") if g.strip()]
-    if not listed:
-        return None
-    rows = [word_mask(g, dictionary, f"--entity-dropout-groups: group {k + 1}")[0] for k, g in enumerate(listed)]
-    rows = [r for r in rows if r is not None]
-    if not rows:
-        raise ValueError(f"--entity-dropout-groups: no group has a word of the dictionary ({len(dictionary)} "
-                         f"words): {groups!r}; give words of the training data")
-    return torch.stack(rows)
-
-
 class TPREncoder(FairseqEncoder):
     # the MLPs that read a sentence embedding, in the row order of ``sym_pos_roles``
     ROLES = ("story_e1", "story_e2", "story_r1", "story_r2", "story_r3", "q_e", "q_r1", "q_r2", "q_r3")
@@ -204,7 +161,7 @@ class TPREncoder(FairseqEncoder):
         nn.init.uniform_(self.A.semantic.weight, -cfg.init_limit, cfg.init_limit)
         self.pos = nn.Parameter(torch.full((cfg.max_words, d), 1.0 / cfg.max_words))   # tpr_rnn.py:47-49
         self.sym_pos_roles = None
-        if symbolic and getattr(cfg, "symbolic_positions_per_role", False):    # γ_kj (ours): one row per role
+        if symbolic and cfg.symbolic_positions_per_role:                       # γ_kj (ours): one row per role
             self.sym_pos_roles = nn.Parameter(torch.ones(len(self.ROLES), cfg.max_words))
         elif symbolic and cfg.symbolic_positions:                              # γ_j (ours), off: eq. 13
             self.sym_pos = nn.Parameter(torch.ones(cfg.max_words))
@@ -219,40 +176,17 @@ class TPREncoder(FairseqEncoder):
         self.Z = nn.Linear(E, V, bias=False)                                   # trained (unlike .data)
         if symbolic:
             self.beta_logit = nn.Parameter(torch.tensor(float(cfg.beta_init)), requires_grad=not cfg.freeze_beta)
-        for name in ("entity_dropout", "entity_dropout_story", "entity_dropout_random_rate", "entity_dropout_type"):
-            if not 0.0 <= getattr(cfg, name, 0.0) <= 1.0:
-                raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(cfg, name)}")
         self.dropout = nn.Dropout(cfg.dropout)
-        # (V,) bool: the words entity dropout may pick; None = every context word.  Rebuilt from
-        # the config at every build (not saved), so a dictionary extended at test time is fine.
-        self.register_buffer("droppable", droppable_words(getattr(cfg, "entity_dropout_words", ""), dictionary),
-                             persistent=False)
-        # (G, V) bool: the groups of --entity-dropout-type; rebuilt at every build like ``droppable``.
-        self.register_buffer("drop_groups", _dropout_groups(getattr(cfg, "entity_dropout_groups", ""), dictionary),
-                             persistent=False)
-        if getattr(cfg, "entity_dropout_type", 0.0) > 0.0 and self.drop_groups is None:
-            raise ValueError("--entity-dropout-type needs --entity-dropout-groups (the word groups it draws from)")
-        # set only inside ``validation_entity_dropout``: the generator of eval-mode entity dropout
-        self._valid_drop_gen = None
+        self.entity_dropout = EntityDropout(cfg.entity_drop, dictionary)
 
     def entity_dropout_rate(self) -> float:
         """The largest of the entity-dropout rates; 0 when entity dropout is off."""
-        cfg = self.cfg
-        return max(cfg.entity_dropout, cfg.entity_dropout_story, cfg.entity_dropout_random_rate,
-                   getattr(cfg, "entity_dropout_type", 0.0))
+        return self.entity_dropout.rate()
 
-    @contextlib.contextmanager
     def validation_entity_dropout(self, seed: int):
         """Inside: entity dropout applies in eval mode too, drawn from a generator seeded with
-        ``seed``, so a validation batch sees the same masks at every validation (ours: the babi_qa
-        task's --valid-entity-dropout, docs/qa.md).  Outside, eval mode never drops."""
-        g = torch.Generator(device=self.A.semantic.weight.device)
-        g.manual_seed(seed)
-        self._valid_drop_gen = g
-        try:
-            yield
-        finally:
-            self._valid_drop_gen = None
+        ``seed`` (the babi_qa task's --valid-entity-dropout, docs/qa.md)."""
+        return self.entity_dropout.validation(seed, self.A.semantic.weight.device)
 
     def set_unseen(self, ids):
         """Words unseen in training: zero semantic embedding (A) and output (Z) rows, the paper's
@@ -261,50 +195,15 @@ class TPREncoder(FairseqEncoder):
         so zeroed weight rows would be overwritten with their trained values."""
         self.A.set_unseen(ids, zero_alpha=self.cfg.zero_unseen_alpha)
 
-    def _dropping(self) -> bool:
-        return (self.training or self._valid_drop_gen is not None) and self.entity_dropout_rate() > 0.0
-
     def entity_dropout_mask(self, src_tokens, generator=None, slots=None):
-        """(B, V) bool: the words treated as unseen in each example of this training batch.
-        Every distinct context word (pad, eos, bos, '.', '?' excepted) is picked independently
-        with probability max(P, r), P = --entity-dropout and r ~ U(0, --entity-dropout-random-rate)
-        drawn per example (r = 0 when that is off), and every one of them at once with
-        probability --entity-dropout-story, and every word of one group of --entity-dropout-groups
-        (drawn uniformly) at once with probability --entity-dropout-type; None when off or in eval mode.  ``slots``: the
-        uncapped ``context_symbols`` of ``src_tokens`` if the caller has them already."""
-        if not self._dropping():
+        """(B, V) bool: the words treated as unseen in each example (``EntityDropout``); None when
+        off or in eval mode.  ``slots``: the uncapped ``context_symbols`` of ``src_tokens`` if the
+        caller has them already."""
+        if not self.entity_dropout.active():
             return None
-        if generator is None:
-            generator = self._valid_drop_gen        # None in training: the global RNG, as before
-        p = self.cfg.entity_dropout
         if slots is None:
             slots = context_symbols(src_tokens, self.ignore, self.pad)           # (B, m)
-        u = torch.rand(slots.slot_vocab.shape, generator=generator, device=src_tokens.device)   # (B, m)
-        B = slots.slot_vocab.size(0)
-        whole = None
-        if self.cfg.entity_dropout_story > 0.0:       # drawn only when on: runs without it keep their RNG stream
-            whole = torch.rand(B, 1, generator=generator, device=src_tokens.device)             # (B, 1)
-        rate = torch.full((B, 1), p, device=src_tokens.device)                                  # (B, 1)
-        if self.cfg.entity_dropout_random_rate > 0.0:  # likewise drawn only when on, after the others
-            r = torch.rand(B, 1, generator=generator, device=src_tokens.device) * self.cfg.entity_dropout_random_rate
-            rate = torch.maximum(rate, r)
-        picked = u < rate
-        if whole is not None:
-            picked = picked | (whole < self.cfg.entity_dropout_story)
-        type_rate = getattr(self.cfg, "entity_dropout_type", 0.0)
-        if type_rate > 0.0:                            # likewise drawn only when on, after the others
-            G = self.drop_groups.size(0)
-            on = torch.rand(B, 1, generator=generator, device=src_tokens.device) < type_rate       # (B, 1)
-            k = torch.randint(G, (B,), generator=generator, device=src_tokens.device)             # (B,)
-            in_group = self.drop_groups[k].gather(1, slots.slot_vocab)                            # (B, m)
-            picked = picked | (on & in_group)
-        picked = picked & slots.slot_mask
-        if self.droppable is not None:                 # same draws, kept on the listed words only
-            picked = picked & self.droppable[slots.slot_vocab]
-        b, j = picked.nonzero(as_tuple=True)
-        drop = torch.zeros(src_tokens.size(0), len(self.dictionary), dtype=torch.bool, device=src_tokens.device)
-        drop[b, slots.slot_vocab[b, j]] = True
-        return drop
+        return self.entity_dropout(slots, generator)
 
     def _embed(self, tokens, phi, m, drop=None, roles=slice(None)):
         """Sentence embeddings s = Σ_j A e_x ⊙ p_j [⊕ Σ_j γ_j α_x e_φ(x)] of ``tokens`` (..., W):
@@ -315,7 +214,8 @@ class TPREncoder(FairseqEncoder):
             raise ValueError(f"a sentence has {W} words > --max-words {self.pos.size(0)}")
         # the dropped words of each example, per position: (B*S, W, 1)
         hit = None if drop is None else drop.gather(1, tokens.reshape(tokens.size(0), -1)).view(-1, W, 1)
-        init_alpha = hit[..., 0] if hit is not None and self.symbolic and self.cfg.entity_dropout_init_alpha else None
+        init_alpha = (hit[..., 0] if hit is not None and self.symbolic and self.cfg.entity_drop.entity_dropout_init_alpha
+                      else None)
         sem, sym = self.A(tokens.flatten(0, -2), phi.flatten(0, -2), m, init_alpha=init_alpha)
         if hit is not None:                                    # zero the dropped words' A rows, per example
             sem = sem.masked_fill(hit, 0.0)
@@ -350,7 +250,8 @@ class TPREncoder(FairseqEncoder):
         B, S, W = story.shape
         real = story.ne(self.pad).any(-1)                                      # (B, S)
         # one numbering of the context serves both the dropout mask (every word) and φ (capped)
-        slots = context_symbols(src_tokens, self.ignore, self.pad) if self.symbolic or self._dropping() else None
+        slots = (context_symbols(src_tokens, self.ignore, self.pad)
+                 if self.symbolic or self.entity_dropout.active() else None)
         drop = self.entity_dropout_mask(src_tokens, slots=slots)              # (B, V) or None
         if self.symbolic:
             sym = slots.first(self.cfg.max_symbols)
@@ -399,10 +300,12 @@ class TPREncoder(FairseqEncoder):
         return int(1e6)
 
 
-class _TPRModel(_QAModel):
+class _TPRModel(QAModel):
+    encoder_class = TPREncoder
+
     @classmethod
     def build_model(cls, cfg, task):
-        return cls(TPREncoder(cfg, task.source_dictionary, cls.symbolic), AnswerDecoder(task.target_dictionary))
+        return super().build_model(as_grouped(cfg, TPRConfig), task)
 
     def entity_dropout_rate(self) -> float:
         return self.encoder.entity_dropout_rate()
@@ -430,7 +333,7 @@ def tpr_rnn_babi(cfg):
 
 @register_model_architecture("stpr", "stpr_babi")
 def stpr_babi(cfg):
-    fill_missing_fields(cfg, TPRConfig)
+    tpr_rnn_babi(cfg)
 
 
 @register_model_architecture("tpr_rnn", "tpr_rnn_small")
@@ -444,7 +347,4 @@ def tpr_rnn_small(cfg):
 
 @register_model_architecture("stpr", "stpr_small")
 def stpr_small(cfg):
-    cfg.embed_dim = 20
-    cfg.hidden_dim = 20
-    cfg.dropout = 0.5
-    fill_missing_fields(cfg, TPRConfig)
+    tpr_rnn_small(cfg)

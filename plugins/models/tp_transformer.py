@@ -39,24 +39,31 @@ from fairseq.models import (
     register_model,
     register_model_architecture,
 )
-from fairseq.utils import safe_getattr
 
-from nesyseq.plugins.layers.symbolic import (ContextSymbols, context_symbols, lookup_phi, mixture_normalized_probs,
+from nesyseq.plugins.layers.symbolic import (ContextSymbols, SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
+                                     context_symbols, lookup_phi, mixture_normalized_probs, symbol_ignore_ids,
                                      symbolic_output_probs)
-from nesyseq.plugins.layers.symbolic_transformer import (SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
-                                                 SymbolicTPMultiheadAttention)
-from nesyseq.plugins.layers.entity_dropout import drop_context_words, droppable_words
+from nesyseq.plugins.layers.symbolic_transformer import SymbolicTPMultiheadAttention
+from nesyseq.plugins.layers.entity_dropout import EntityDropout, EntityDropoutConfig, dropout_rate
 from nesyseq.plugins.layers.relative_position import RelativePositionBias
 from nesyseq.plugins.layers.tp_attention import TPMultiheadAttention
 from nesyseq.plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
-from nesyseq.plugins.models.config_defaults import fill_missing_fields
+from nesyseq.plugins.models.config_defaults import (GroupedConfig, SymbolicConfig, as_grouped, fill_missing_fields,
+                                            is_symbolic, set_default)
 from nesyseq.plugins.torch_compile import CompileConfig, call_eager, maybe_compile
 
 ROLE_INIT_CHOICES = ChoiceEnum(["xavier", "default"])
 
 
 @dataclass
-class TPTransformerConfig(CompileConfig):
+class TPSymbolicConfig(SymbolicConfig):
+    symbolic_score_init: float = field(
+        default=1.0, metadata={"help": "init of λ_q, the weight of the symbolic score term s_tᵀ(λ_q I + "
+                                       "γ_q 11ᵀ)s_i in every attention (ours; 1 = the earlier init)"})
+
+
+@dataclass
+class TPTransformerConfig(CompileConfig, GroupedConfig):
     encoder_embed_dim: int = field(default=512, metadata={"help": "d_z, the model width"})
     encoder_ffn_embed_dim: int = field(default=2048, metadata={"help": "d_f, the FF hidden width"})
     encoder_attention_heads: int = field(default=8, metadata={"help": "H, heads per TP-attention"})
@@ -92,20 +99,6 @@ class TPTransformerConfig(CompileConfig):
     max_target_positions: int = field(default=1024, metadata={"help": "longest target"})
     checkpoint_activations: bool = field(
         default=False, metadata={"help": "recompute each cell in backward to save memory"})
-    symbolic_embeddings: bool = field(
-        default=False, metadata={"help": "hybrid embeddings x -> E x ⊕ α_x e_φ(x) (symbol-shift "
-                                         "equivariance; φ numbers the source's distinct words by first "
-                                         "appearance) and a symbolic state through every cell"})
-    symbolic_output: bool = field(
-        default=False, metadata={"help": "output p = β softmax(E^T z) + (1-β) B_φ softmax(s) (fp32); "
-                                         "without --symbolic-embeddings the symbolic input is the plain "
-                                         "one-hot e_φ(x) (α ≡ 1)"})
-    max_symbols: Optional[int] = field(
-        default=None, metadata={"help": "cap on m, the number of context symbols (words first seen "
-                                        "later get no symbolic part)"})
-    symbolic_score_init: float = field(
-        default=1.0, metadata={"help": "init of λ_q, the weight of the symbolic score term s_tᵀ(λ_q I + "
-                                       "γ_q 11ᵀ)s_i in every attention (ours; 1 = the earlier init)"})
     encoder_relative_buckets: int = field(
         default=0, metadata={"help": "learned relative-position bias b^h[bucket(i - t)] on the encoder's "
                                      "self-attention scores with this many buckets (T5-style, ours; "
@@ -115,18 +108,8 @@ class TPTransformerConfig(CompileConfig):
     zero_unseen_alpha: bool = field(
         default=False, metadata={"help": "also zero α of words unseen in training (babi_qa's "
                                          "unseen.txt); the paper is silent"})
-    entity_dropout: float = field(
-        default=0.0, metadata={"help": "training only (ours, needs --symbolic-embeddings/--symbolic-output): "
-                                       "per example, each distinct source word is treated as unseen in "
-                                       "training with this probability, as the zero-shot test treats new "
-                                       "words: its E row reads as zero in the encoder and decoder inputs and "
-                                       "in the output projection, and its α reads as its initial value "
-                                       "(zero with --zero-unseen-alpha) (docs/qa.md, issue 23)"})
-    entity_dropout_words: str = field(
-        default="", metadata={"help": "training only (ours): the words --entity-dropout may pick, "
-                                      "comma-separated or @FILE (whitespace-separated words); empty: "
-                                      "every source word; listed words absent from the dictionary are "
-                                      "skipped, none present is an error"})
+    symbolic: TPSymbolicConfig = field(default_factory=TPSymbolicConfig)
+    entity_drop: EntityDropoutConfig = field(default_factory=EntityDropoutConfig)
 
 
 class FeedForward(nn.Module):
@@ -147,13 +130,9 @@ class FeedForward(nn.Module):
         return self.fc2(h)
 
 
-def is_symbolic(cfg) -> bool:
-    return bool(safe_getattr(cfg, "symbolic_embeddings", False) or safe_getattr(cfg, "symbolic_output", False))
-
-
 def symbolic_attention_class(cfg):
     """SymbolicTPMultiheadAttention with λ_q initialised to --symbolic-score-init."""
-    return partial(SymbolicTPMultiheadAttention, score_init=safe_getattr(cfg, "symbolic_score_init", 1.0))
+    return partial(SymbolicTPMultiheadAttention, score_init=cfg.symbolic.symbolic_score_init)
 
 
 class TPEncoderLayer(nn.Module):
@@ -256,13 +235,6 @@ class TPDecoderLayer(nn.Module):
         return self.ln_out(h + drop(self.ff(self.ln_ff(h))))
 
 
-def symbol_ignore_ids(dictionary) -> List[int]:
-    """Tokens that get no context slot: pad, eos, bos and the bAbI separators ``.`` / ``?``
-    (as the memory models, qa_memnet.py)."""
-    ids = [dictionary.pad(), dictionary.eos(), dictionary.bos()]
-    return ids + [dictionary.indices[w] for w in (".", "?") if w in dictionary.indices]
-
-
 class TPTransformerEncoder(FairseqEncoder):
     def __init__(self, cfg, dictionary, embedding: TPEmbedding, alpha: Optional[SymbolAlpha] = None):
         super().__init__(dictionary)
@@ -271,24 +243,13 @@ class TPTransformerEncoder(FairseqEncoder):
         self.padding_idx = dictionary.pad()
         self.dropout = cfg.dropout
         self.layers = nn.ModuleList(TPEncoderLayer(cfg) for _ in range(cfg.encoder_layers))
-        buckets = safe_getattr(cfg, "encoder_relative_buckets", 0) or 0
-        self.relative_bias = (RelativePositionBias(buckets, safe_getattr(cfg, "encoder_relative_max_distance", 128),
+        buckets = cfg.encoder_relative_buckets or 0
+        self.relative_bias = (RelativePositionBias(buckets, cfg.encoder_relative_max_distance,
                                                    cfg.encoder_attention_heads) if buckets else None)
         self.symbolic = is_symbolic(cfg)
         self.alpha = alpha
         self.symbol_ignore = symbol_ignore_ids(dictionary)
-        # (V,) bool: the words --entity-dropout may pick (None: every source word); rebuilt from
-        # the config at every build, not saved
-        self.register_buffer("droppable", droppable_words(safe_getattr(cfg, "entity_dropout_words", ""), dictionary)
-                             if safe_getattr(cfg, "entity_dropout", 0.0) > 0.0 else None, persistent=False)
-
-    def entity_drop(self, symbols: ContextSymbols) -> Optional[Tensor]:
-        """(B, V) bool, the words treated as unseen in each example (--entity-dropout, training
-        only); None when off.  ``symbols``: the uncapped numbering of the source."""
-        rate = safe_getattr(self.cfg, "entity_dropout", 0.0)
-        if not (self.training and rate > 0.0):
-            return None
-        return drop_context_words(symbols, rate, self.droppable, len(self.dictionary))
+        self.entity_dropout = EntityDropout(cfg.entity_drop, dictionary)   # (B, V) masks, training only
 
     def forward(self, src_tokens: Tensor, src_lengths: Optional[Tensor] = None,
                 return_all_roles: bool = False, **kwargs):
@@ -297,7 +258,7 @@ class TPTransformerEncoder(FairseqEncoder):
         symbols = drop = dropped = None
         if self.symbolic:  # φ over the source (story then question), by first appearance
             symbols = context_symbols(src_tokens, self.symbol_ignore, self.padding_idx)
-            drop = self.entity_drop(symbols)                                  # (B, V) or None
+            drop = self.entity_dropout(symbols)                               # (B, V) or None
             dropped = None if drop is None else drop.gather(1, src_tokens)   # (B, T)
         z = self.embedding(src_tokens, positions_from_padding(src_tokens, self.padding_idx), zero=dropped)
         z = F.dropout(z, p=self.dropout, training=self.training)
@@ -332,9 +293,9 @@ class TPTransformerEncoder(FairseqEncoder):
                           bias: Optional[Tensor], symbols: ContextSymbols, drop: Optional[Tensor],
                           dropped: Optional[Tensor]):
         # s_0 = α_x e_φ(x) over the first --max-symbols slots                 (B, T, m)
-        symbols = symbols.first(self.cfg.max_symbols)
+        symbols = symbols.first(self.cfg.symbolic.max_symbols)
         s = self.alpha(src_tokens, lookup_phi(src_tokens, symbols), symbols.m, z.dtype, dropped=dropped,
-                       zero_dropped=bool(safe_getattr(self.cfg, "zero_unseen_alpha", False)))
+                       zero_dropped=self.cfg.zero_unseen_alpha)
         for layer in self.layers:
             if self.cfg.checkpoint_activations and self.training:
                 z, s = checkpoint(layer.forward_symbolic, z, s, symbols.slot_mask, pm, bias, use_reentrant=False)
@@ -364,7 +325,7 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
     def __init__(self, cfg, dictionary, embedding: TPEmbedding, alpha: Optional[SymbolAlpha] = None):
         super().__init__(dictionary)
         self.symbolic = is_symbolic(cfg)
-        self.symbolic_output = bool(safe_getattr(cfg, "symbolic_output", False))
+        self.symbolic_output = bool(cfg.symbolic.symbolic_output)
         self.alpha = alpha
         if self.symbolic_output:
             self.beta_logit = nn.Parameter(torch.zeros(()))  # β = sigmoid(0) = 1/2 at init
@@ -414,7 +375,7 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         # a decoder input that is a context word is looked up through the source's φ
         s = self.alpha(tokens, lookup_phi(tokens, symbols), symbols.m, z.dtype,
                        dropped=None if drop is None else drop.gather(1, tokens),
-                       zero_dropped=bool(safe_getattr(self.cfg, "zero_unseen_alpha", False)))   # (B, T, m)
+                       zero_dropped=self.cfg.zero_unseen_alpha)   # (B, T, m)
         memory, memory_s = encoder_out["encoder_out"][0], encoder_out["encoder_out_sym"][0]
         masks = encoder_out["encoder_padding_mask"]
         memory_mask = masks[0] if len(masks) > 0 else None
@@ -489,6 +450,7 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, cfg, task):
+        cfg = as_grouped(cfg, TPTransformerConfig)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         max_pos = max(cfg.max_source_positions, cfg.max_target_positions) + 2
 
@@ -503,7 +465,7 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
         def make_alpha(dictionary):  # per-word α (learned with --symbolic-embeddings)
             if not is_symbolic(cfg):
                 return None
-            return SymbolAlpha(len(dictionary), learned=bool(safe_getattr(cfg, "symbolic_embeddings", False)))
+            return SymbolAlpha(len(dictionary), learned=bool(cfg.symbolic.symbolic_embeddings))
 
         if not cfg.untie_embeddings:
             if src_dict != tgt_dict:
@@ -515,10 +477,7 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
         else:
             enc_emb, dec_emb = make_embedding(src_dict), make_embedding(tgt_dict)
             enc_alpha, dec_alpha = make_alpha(src_dict), make_alpha(tgt_dict)
-        rate = safe_getattr(cfg, "entity_dropout", 0.0)
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"--entity-dropout must be in [0, 1], got {rate}")
-        if rate > 0.0 and not is_symbolic(cfg):
+        if dropout_rate(cfg.entity_drop) > 0.0 and not is_symbolic(cfg):
             raise ValueError("--entity-dropout needs --symbolic-embeddings or --symbolic-output: it trains "
                              "the symbolic path to carry words whose semantic rows read as zero")
         if is_symbolic(cfg) and src_dict != tgt_dict:
@@ -527,7 +486,6 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
         encoder = TPTransformerEncoder(cfg, src_dict, enc_emb, enc_alpha)
         decoder = TPTransformerDecoder(cfg, tgt_dict, dec_emb, dec_alpha)
         model = cls(encoder, decoder)
-        model.zero_unseen_alpha = bool(safe_getattr(cfg, "zero_unseen_alpha", False))
         return maybe_compile(model, cfg)
 
     def set_unseen(self, ids) -> None:
@@ -542,28 +500,28 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
             self.decoder.unseen.copy_(unseen)
             self.decoder.zero_unseen = True
         for alpha in {id(a): a for a in (self.encoder.alpha, self.decoder.alpha) if a is not None}.values():
-            alpha.set_unseen(unseen, zero_alpha=getattr(self, "zero_unseen_alpha", False))
+            alpha.set_unseen(unseen, zero_alpha=bool(self.encoder.cfg.zero_unseen_alpha))
 
 
-def _set(args, name, value):
-    """Apply a preset value unless the user gave one on the command line."""
-    if safe_getattr(args, name, None) is None:
-        setattr(args, name, value)
+def without_roles(args):
+    """r ≡ 1 everywhere: the standard Transformer in the same layout (the fair baseline)."""
+    args.no_role_binding = True
+    args.no_embedding_role = True
 
 
 def tp_transformer_base(args):
     """Paper sizes; also the dataclass defaults of arch ``tp_transformer``."""
-    _set(args, "encoder_embed_dim", 512)
-    _set(args, "encoder_ffn_embed_dim", 2048)
-    _set(args, "encoder_attention_heads", 8)
-    _set(args, "encoder_layers", 6)
-    _set(args, "decoder_layers", 6)
-    _set(args, "dropout", 0.0)
-    _set(args, "attention_dropout", 0.0)
-    _set(args, "activation_dropout", 0.0)
-    _set(args, "no_role_binding", False)
-    _set(args, "no_embedding_role", False)
-    _set(args, "untie_embeddings", False)
+    set_default(args, "encoder_embed_dim", 512)
+    set_default(args, "encoder_ffn_embed_dim", 2048)
+    set_default(args, "encoder_attention_heads", 8)
+    set_default(args, "encoder_layers", 6)
+    set_default(args, "decoder_layers", 6)
+    set_default(args, "dropout", 0.0)
+    set_default(args, "attention_dropout", 0.0)
+    set_default(args, "activation_dropout", 0.0)
+    set_default(args, "no_role_binding", False)
+    set_default(args, "no_embedding_role", False)
+    set_default(args, "untie_embeddings", False)
     fill_missing_fields(args, TPTransformerConfig)   # argparse-era checkpoints, older scripts
 
 
@@ -574,25 +532,23 @@ def tp_transformer_math(args):
 
 @register_model_architecture("tp_transformer", "transformer_math")
 def transformer_math(args):
-    args.no_role_binding = True
-    args.no_embedding_role = True
+    without_roles(args)
     tp_transformer_base(args)
 
 
 @register_model_architecture("tp_transformer", "tp_transformer_tiny")
 def tp_transformer_tiny(args):
-    _set(args, "encoder_embed_dim", 64)
-    _set(args, "encoder_ffn_embed_dim", 256)
-    _set(args, "encoder_attention_heads", 4)
-    _set(args, "encoder_layers", 2)
-    _set(args, "decoder_layers", 2)
+    set_default(args, "encoder_embed_dim", 64)
+    set_default(args, "encoder_ffn_embed_dim", 256)
+    set_default(args, "encoder_attention_heads", 4)
+    set_default(args, "encoder_layers", 2)
+    set_default(args, "decoder_layers", 2)
     tp_transformer_base(args)
 
 
 @register_model_architecture("tp_transformer", "transformer_math_tiny")
 def transformer_math_tiny(args):
-    args.no_role_binding = True
-    args.no_embedding_role = True
+    without_roles(args)
     tp_transformer_tiny(args)
 
 
@@ -603,11 +559,11 @@ def transformer_math_tiny(args):
 # joined character dictionary the counts differ by < 0.1% (tests/test_tp_transformer.py checks 2%).
 @register_model_architecture("tp_transformer", "transformer_math_wide")
 def transformer_math_wide(args):
-    _set(args, "encoder_ffn_embed_dim", 2454)   # 49.18M vs tp_transformer_math's 49.18M
+    set_default(args, "encoder_ffn_embed_dim", 2454)   # 49.18M vs tp_transformer_math's 49.18M
     transformer_math(args)
 
 
 @register_model_architecture("tp_transformer", "transformer_math_tiny_wide")
 def transformer_math_tiny_wide(args):
-    _set(args, "encoder_ffn_embed_dim", 312)    # 0.2675M vs tp_transformer_tiny's 0.2677M
+    set_default(args, "encoder_ffn_embed_dim", 312)    # 0.2675M vs tp_transformer_tiny's 0.2677M
     transformer_math_tiny(args)

@@ -10,42 +10,36 @@ fairseq's ``transformer_wmt_en_de`` is its ``base_architecture``
                                   shared embeddings (joined dictionary), dropout 0.1
 """
 from fairseq.models import register_model_architecture
-from fairseq.utils import safe_getattr
 
 from nesyseq.plugins.models import folnet_transformer, tp_transformer
-
-
-def _default(args, name, value):
-    if safe_getattr(args, name, None) is None:
-        setattr(args, name, value)
+from nesyseq.plugins.models.config_defaults import set_default
 
 
 def _wmt_common(args):
-    _default(args, "dropout", 0.1)
-    _default(args, "attention_dropout", 0.0)
-    _default(args, "activation_dropout", 0.0)
+    set_default(args, "dropout", 0.1)
+    set_default(args, "attention_dropout", 0.0)
+    set_default(args, "activation_dropout", 0.0)
 
 
 @register_model_architecture("tp_transformer", "tp_transformer_wmt_en_de")
 def tp_transformer_wmt_en_de(args):
-    _default(args, "encoder_embed_dim", 512)
-    _default(args, "encoder_ffn_embed_dim", 2048)
-    _default(args, "encoder_attention_heads", 8)
-    _default(args, "encoder_layers", 6)
-    _default(args, "decoder_layers", 6)
+    set_default(args, "encoder_embed_dim", 512)
+    set_default(args, "encoder_ffn_embed_dim", 2048)
+    set_default(args, "encoder_attention_heads", 8)
+    set_default(args, "encoder_layers", 6)
+    set_default(args, "decoder_layers", 6)
     _wmt_common(args)
     tp_transformer.tp_transformer_base(args)
 
 
 @register_model_architecture("tp_transformer", "transformer_tp_wmt_en_de")
 def transformer_tp_wmt_en_de(args):
-    args.no_role_binding = True
-    args.no_embedding_role = True
+    tp_transformer.without_roles(args)
     tp_transformer_wmt_en_de(args)
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_wmt_en_de")
 def folnet_transformer_wmt_en_de(args):
-    _default(args, "share_all_embeddings", True)
+    set_default(args, "share_all_embeddings", True)
     _wmt_common(args)
     folnet_transformer.folnet_transformer_math(args)  # d=512, 8 heads, ffn 2048, 6+6

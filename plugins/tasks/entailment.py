@@ -8,8 +8,7 @@ of a-z per batch (alpha-equivalence augmentation); validation and test batches a
 
 Batches: ``net_input = {a_tokens (B, Ta), b_tokens (B, Tb)}`` right-padded, ``target`` (B,) float 0/1.
 
-Also registers ``--optimizer amsgrad`` (torch Adam with amsgrad=True; fairseq's ``adam`` has no
-amsgrad switch), the authors' optimiser (``main_logical.py``, Adam with amsgrad, lr 1e-3).
+The authors' optimiser is ``--optimizer amsgrad`` (plugins/optim/amsgrad.py).
 """
 
 import os
@@ -20,9 +19,10 @@ import numpy as np
 import torch
 from fairseq.data import Dictionary, FairseqDataset, data_utils
 from fairseq.dataclass import FairseqDataclass
-from fairseq.optim import FairseqOptimizer, register_optimizer
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
+
+from nesyseq.data_prep.entailment_data import read_file
 
 VARIABLES = "abcdefghijklmnopqrstuvwxyz"
 SYMBOLS = "~()&|>"
@@ -101,8 +101,6 @@ class EntailmentPairsTask(FairseqTask):
         return torch.tensor([self.dictionary.index(c) for c in formula], dtype=torch.long)
 
     def load_dataset(self, split, combine=False, **kwargs):
-        from nesyseq.data_prep.entailment_data import read_file
-
         path = os.path.join(self.cfg.data, f"{split}.txt")
         if not os.path.exists(path):
             raise FileNotFoundError(f"entailment_pairs: no file {path} (run `nesyseq prepare entailment`)")
@@ -128,24 +126,3 @@ class EntailmentPairsTask(FairseqTask):
     def max_positions(self):
         return (100000, 100000)
 
-
-@dataclass
-class AmsgradConfig(FairseqDataclass):
-    adam_betas: str = field(default="(0.9, 0.999)", metadata={"help": "betas"})
-    adam_eps: float = field(default=1e-8, metadata={"help": "epsilon"})
-    weight_decay: float = field(default=0.0, metadata={"help": "L2 weight decay (torch Adam semantics)"})
-    lr: List[float] = II("optimization.lr")
-
-
-@register_optimizer("amsgrad", dataclass=AmsgradConfig)
-class Amsgrad(FairseqOptimizer):
-    def __init__(self, cfg, params):
-        super().__init__(cfg)
-        import ast
-        betas = ast.literal_eval(cfg.adam_betas) if isinstance(cfg.adam_betas, str) else tuple(cfg.adam_betas)
-        self._optimizer = torch.optim.Adam(params, lr=cfg.lr[0], betas=betas, eps=cfg.adam_eps,
-                                           weight_decay=cfg.weight_decay, amsgrad=True)
-
-    @property
-    def optimizer_config(self):
-        return {"lr": self.cfg.lr[0], "weight_decay": self.cfg.weight_decay, "amsgrad": True}

@@ -22,6 +22,8 @@ from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from nesyseq.plugins.models.folnet_lm import FolnetLanguageModel
+
 
 @dataclass
 class PrefixLMConfig(TranslationConfig):
@@ -54,8 +56,6 @@ class PrefixLMGenerationModel(FairseqEncoderDecoderModel):
 @register_task("prefix_lm", dataclass=PrefixLMConfig)
 class PrefixLMTask(TranslationTask):
     def build_model(self, cfg, from_checkpoint=False):
-        from nesyseq.plugins.models.folnet_lm import FolnetLanguageModel
-
         model = super().build_model(cfg, from_checkpoint)
         if not isinstance(model, FolnetLanguageModel):
             raise ValueError(f"--task prefix_lm needs a decoder-only folnet_lm architecture "
@@ -63,7 +63,5 @@ class PrefixLMTask(TranslationTask):
         return model
 
     def build_generator(self, models, args, **kwargs):
-        from nesyseq.plugins.models.folnet_lm import FolnetLanguageModel
-
         models = [PrefixLMGenerationModel(m) if isinstance(m, FolnetLanguageModel) else m for m in models]
         return super().build_generator(models, args, **kwargs)

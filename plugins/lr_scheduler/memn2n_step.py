@@ -11,7 +11,6 @@ then restarts the 100-epoch schedule at 0.005 (train_linear_start.m:13-28): 120 
 
 so ``--lr 0.005 --constant-epochs 20 --lr-decay-epochs 25 --lr-shrink 0.5 --max-epoch 120`` is the
 reference's LS run and ``--lr 0.01 --constant-epochs 0 ... --max-epoch 100`` its run without LS.
-(Registered from plugins/models so that it is imported with the QA models.)
 """
 from dataclasses import dataclass, field
 from typing import List
