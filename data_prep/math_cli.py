@@ -43,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw-dir", metavar="RAW",
                         help="preprocess raw files from RAW (DeepMind layout: RAW/train-easy/*.txt, "
                              "RAW/interpolate/*.txt, RAW/extrapolate/*.txt, ...) instead of generating")
+    parser.add_argument("--dict", metavar="FILE", default=None,
+                        help="binarize with this dictionary (dict.src.txt of a trained model's data, e.g. "
+                             "an exported model's) instead of one built from train, so that a model can "
+                             "be evaluated on test sets generated with another --seed")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -62,7 +66,7 @@ def run(args) -> int:
                            test_per_module=args.test_per_module, seed=args.seed, workers=args.workers,
                            valid_fraction=args.valid_fraction, progress=not args.no_progress,
                            raw_dir=args.raw_dir, preprocess_only=args.preprocess_only,
-                           force_preprocess=args.preprocess_only)
+                           force_preprocess=args.preprocess_only, srcdict=args.dict)
     _print_summary(bin_dir)
     print(bin_dir)
     return 0

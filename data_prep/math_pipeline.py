@@ -37,7 +37,7 @@ __all__ = ["prepare_math", "generate_math", "preprocess_math", "resolve_modules"
 def prepare_math(out_dir, modules: str = "*", per_module: int = 300,
                  test_per_module: Optional[int] = None, seed: int = 0, workers: int = 1,
                  valid_fraction: float = 0.05, progress: bool = True, raw_dir=None,
-                 preprocess_only: bool = False, force_preprocess: bool = False) -> pathlib.Path:
+                 preprocess_only: bool = False, force_preprocess: bool = False, srcdict=None) -> pathlib.Path:
     """Generate (unless ``raw_dir``/``preprocess_only``) and preprocess; return ``out_dir/bin``.
 
     ``per_module`` training examples per module, ``per_module // 3`` per train
@@ -55,7 +55,7 @@ def prepare_math(out_dir, modules: str = "*", per_module: int = 300,
                           seed=seed, workers=workers, progress=progress)
     else:
         raw = pathlib.Path(raw_dir)
-    if not force_preprocess and is_up_to_date(out_dir, raw, modules, seed, valid_fraction):
+    if not force_preprocess and is_up_to_date(out_dir, raw, modules, seed, valid_fraction, srcdict):
         return out_dir / "bin"
     return preprocess_math(out_dir, raw_dir=raw, modules=modules, seed=seed,
-                           valid_fraction=valid_fraction, workers=workers, progress=progress)
+                           valid_fraction=valid_fraction, workers=workers, progress=progress, srcdict=srcdict)

@@ -218,19 +218,22 @@ def _valid_score(seed: int, question: str) -> float:
 # --------------------------------------------------------------------------
 
 
-def _fingerprint(selected: Dict[str, Dict[str, str]], seed: int, valid_fraction: float) -> str:
+def _fingerprint(selected: Dict[str, Dict[str, str]], seed: int, valid_fraction: float,
+                 srcdict=None) -> str:
     items = []
     for split in SPLITS:
         for module, path in sorted(selected.get(split, {}).items()):
             st = os.stat(path)
             items.append([split, module, st.st_size, st.st_mtime_ns])
-    blob = json.dumps({"files": items, "seed": int(seed), "valid_fraction": float(valid_fraction),
-                       "format": FORMAT_VERSION}, sort_keys=True)
+    blob = {"files": items, "seed": int(seed), "valid_fraction": float(valid_fraction), "format": FORMAT_VERSION}
+    if srcdict is not None:   # a given dictionary: its content is part of what the binaries mean
+        blob["dict"] = hashlib.sha256(pathlib.Path(srcdict).read_bytes()).hexdigest()
+    blob = json.dumps(blob, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def is_up_to_date(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
-                  valid_fraction: float = 0.05) -> bool:
+                  valid_fraction: float = 0.05, srcdict=None) -> bool:
     """True when ``OUT/bin`` was built from exactly these raw files and options."""
     out_dir = pathlib.Path(out_dir)
     raw_dir = out_dir / "raw" if raw_dir is None else pathlib.Path(raw_dir)
@@ -239,7 +242,7 @@ def is_up_to_date(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
         selected = select_raw(discover_raw(raw_dir), modules)
     except Exception:
         return False
-    return stats.get("fingerprint") == _fingerprint(selected, seed, valid_fraction)
+    return stats.get("fingerprint") == _fingerprint(selected, seed, valid_fraction, srcdict)
 
 
 class _Writer:
@@ -278,8 +281,11 @@ def _swap_in(tmp: pathlib.Path, final: pathlib.Path) -> None:
 
 
 def preprocess_math(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
-                    valid_fraction: float = 0.05, workers: int = 1, progress: bool = True) -> pathlib.Path:
-    """Build ``OUT/text`` and ``OUT/bin`` from ``raw_dir`` (default ``OUT/raw``); return ``OUT/bin``."""
+                    valid_fraction: float = 0.05, workers: int = 1, progress: bool = True,
+                    srcdict=None) -> pathlib.Path:
+    """Build ``OUT/text`` and ``OUT/bin`` from ``raw_dir`` (default ``OUT/raw``); return ``OUT/bin``.
+    ``srcdict``: binarize with this joined dictionary (e.g. the one a trained model indexes)
+    instead of building one from train; its missing characters become <unk> and are counted."""
     from tqdm import tqdm
 
     if not 0.0 < float(valid_fraction) < 1.0:
@@ -291,7 +297,9 @@ def preprocess_math(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
         raise _user_error(f"{raw_dir}: no training files for the selected modules ({modules})")
     if not selected["interpolate"]:
         raise _user_error(f"{raw_dir}/interpolate: no test file for the selected modules ({modules})")
-    fingerprint = _fingerprint(selected, seed, valid_fraction)
+    if srcdict is not None and not pathlib.Path(srcdict).is_file():
+        raise _user_error(f"--dict {srcdict}: no such file")
+    fingerprint = _fingerprint(selected, seed, valid_fraction, srcdict)
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob("*.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
@@ -391,6 +399,7 @@ def preprocess_math(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
         if "test" not in test_subsets:
             raise _user_error(f"{raw_dir}/interpolate: no test examples for the selected modules")
         fairseq_preprocess(bin_tmp, text_tmp / "train", text_tmp / "valid", [text_tmp / t for t in test_subsets],
+                           srcdict=None if srcdict is None else pathlib.Path(srcdict).resolve(),
                            workers=workers if train_w.count > 20_000 else 1, verbose=progress)
         from fairseq.data import Dictionary
 

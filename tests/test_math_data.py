@@ -487,3 +487,30 @@ def test_train_and_valid_are_disjoint_from_both_test_sets(prepared, raw_copy, tm
     stats = json.loads((out / "bin" / "prepare_stats.json").read_text())
     n_train_files = len(list((raw_copy / "train-easy").glob("*.txt")))
     assert stats["dropped_test_overlap"] == base + n_train_files * len(injected)
+
+
+def test_a_given_dictionary_binarizes_another_seeds_data(prepared, raw_copy, tmp_path):
+    """--dict: data of another generator seed binarized with a trained model's dictionary, so the
+    model's ids mean the same characters; characters the dictionary lacks are <unk> and counted."""
+    from fairseq.data import Dictionary, data_utils
+
+    from nesyseq.data_prep.math_pipeline import prepare_math
+
+    given = tmp_path / "given.txt"
+    lines = (prepared / "bin" / "dict.src.txt").read_text(encoding="utf-8").splitlines()
+    given.write_text("\n".join(reversed(lines)) + "\n", encoding="utf-8")   # another order than train's
+    out = tmp_path / "other"
+    prepare_math(out, modules=MODULES, raw_dir=raw_copy, seed=7, valid_fraction=0.2, progress=False,
+                 srcdict=given)
+    assert (out / "bin" / "dict.src.txt").read_text(encoding="utf-8").splitlines()[:len(lines)] == list(reversed(lines))
+    vocab = Dictionary.load(str(given))
+    known = {vocab[i] for i in range(vocab.nspecial, len(vocab))}
+    test = data_utils.load_indexed_dataset(str(out / "bin" / "test.src-tgt.src"), vocab)
+    text = (out / "text" / "test.src").read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(text):
+        want = " ".join(t if t in known else "<unk>" for t in line.split())
+        assert vocab.string(test[i]) == want
+    # a dictionary that does not exist is refused in one line, before any work
+    with pytest.raises(Exception, match="--dict .*no such file"):
+        prepare_math(tmp_path / "x", modules=MODULES, raw_dir=raw_copy, seed=7, progress=False,
+                     srcdict=tmp_path / "missing.txt")
