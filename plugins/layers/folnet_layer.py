@@ -41,6 +41,40 @@ def layer_norm(dim: int) -> nn.LayerNorm:
     return nn.LayerNorm(dim, eps=1e-12, elementwise_affine=False)
 
 
+class _NormKeepOutput(torch.autograd.Function):
+    """Non-affine LayerNorm y = (x - mean) · rstd that keeps y and rstd for backward, not x.
+
+    torch's LayerNorm keeps its input x (and mean, rstd); its output y is kept anyway
+    by the readers that follow (they save their GEMM input), so keeping x is a second
+    copy of a binary-sized tensor.  With y = x̂ the gradient is
+    dx = rstd · (dy - mean(dy) - y · mean(dy · y)), the same formula as torch's.
+    The forward is torch's own kernel (same values as ``nn.LayerNorm``).
+    """
+
+    @staticmethod
+    def forward(ctx, x, eps: float):
+        y, _, rstd = torch.native_layer_norm(x, (x.shape[-1],), None, None, eps)
+        ctx.save_for_backward(y, rstd)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gy):
+        y, rstd = ctx.saved_tensors
+        acc = torch.float64 if y.dtype == torch.float64 else torch.float32
+        g, yf = gy.to(acc), y.to(acc)
+        gx = g - g.mean(-1, keepdim=True) - yf * (g * yf).mean(-1, keepdim=True)
+        return (gx.mul_(rstd.to(acc))).to(y.dtype), None
+
+
+def norm(ln: nn.LayerNorm, x: Tensor, lean: bool) -> Tensor:
+    """``ln(x)``; with ``lean`` (training without --compile or autocast) through ``_NormKeepOutput``."""
+    if lean and torch.is_grad_enabled() and x.requires_grad and not torch.compiler.is_compiling() \
+            and not torch.is_autocast_enabled(x.device.type):
+        return _NormKeepOutput.apply(x, ln.eps)
+    return ln(x)
+
+
 class BoolFFN(nn.Module):
     """b (unary): u_hs(x) = sum_w K_hw(x) v_ws(x), the GELU FFN D -> F -> D (folnet.py:540-571).
 
@@ -70,12 +104,14 @@ class BinaryBool(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
         self.skip = nn.Linear(dim, dim)
 
-    def forward(self, u: Tensor, uT: Tensor, residual: Optional[Tensor] = None, ok: Optional[Tensor] = None) -> Tensor:
+    def forward(self, u: Tensor, uT: Tensor, residual: Optional[Tensor] = None, ok: Optional[Tensor] = None,
+                lean: bool = True) -> Tensor:
+        """``lean``: backward recomputes the hidden pre-activation instead of keeping it (CPU path)."""
         # under --compile the plain formula: inductor fuses it, and the blocked loop is host code
         if u.device.type == "cpu" and not torch.is_autocast_enabled(u.device.type) \
                 and not torch.compiler.is_compiling():
             return _BinaryBoolFn.apply(u, uT, residual, ok, self.fc1.weight, self.fc1.bias, self.fc2.weight,
-                                       self.fc2.bias, self.skip.weight, self.skip.bias)
+                                       self.fc2.bias, self.skip.weight, self.skip.bias, lean)
         # elsewhere the plain formula (big cuBLAS matmuls; autocast casts the linears)
         out = self.fc2(F.gelu(self.fc1(torch.cat([u, uT], dim=-1)))) + self.skip(uT)
         out = out if residual is None else residual + out
@@ -91,10 +127,14 @@ class _BinaryBoolFn(torch.autograd.Function):
     floats, cache-sized on CPU) goes through every step at once: gather [u; uT]
     (no full-size concatenation; uT may be a transposed view), fc1, GELU, fc2 and
     the skip accumulated into the output, the residual and the pair mask.
-    Backward recomputes the input block and GELU from the saved pre-activation (kept
-    as one tensor per block: one whole (B, X, A, F2) buffer, 32 MiB at folnet_base
-    widths, T=128, batch 2, is mmap-allocated by glibc and page-faults afresh every step) and
-    accumulates the weight gradients block by block.  The arithmetic is the
+    Backward gathers the input block again and, with ``lean`` (the layer's default),
+    recomputes the pre-activation z = W1 [u; uT] + b1 from it: nothing of the hidden
+    layer is kept, which is 4 binary-sized tensors per layer at folnet_base widths
+    (the memory-bound part of a step is cheap to redo; the GEMM input [u; uT] is kept,
+    as selective activation recomputation does, Korthikanti et al. 2022).  Without
+    ``lean`` the pre-activation is kept, one tensor per block (one whole (B, X, A, F2)
+    buffer is mmap-allocated by glibc and page-faults afresh every step).  Weight
+    gradients accumulate block by block.  The arithmetic is the
     formula's (same products and sums); only the order of the weight-gradient
     sums over pairs differs.  CPU only (``BinaryBool`` runs the plain formula elsewhere).
     """
@@ -119,7 +159,7 @@ class _BinaryBoolFn(torch.autograd.Function):
         return xi  # (rows, 2·D2): [u; uT]
 
     @staticmethod
-    def forward(ctx, u, uT, residual, ok, W1, b1, W2, b2, Ws, bs):
+    def forward(ctx, u, uT, residual, ok, W1, b1, W2, b2, Ws, bs, lean=False):
         B, X, A, D = u.shape
         Fh = W1.shape[0]
         out = torch.empty(B, X, A, D, dtype=u.dtype, device=u.device)
@@ -131,7 +171,8 @@ class _BinaryBoolFn(torch.autograd.Function):
             n = (x1 - x0) * A
             xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
             z = torch.addmm(b1, xi, W1.t())
-            Zs.append(z)
+            if not lean:
+                Zs.append(z)
             o = out[b, x0:x1].view(n, D)
             torch.addmm(bo, F.gelu(z), W2.t(), out=o)
             o.addmm_(xi[:, D:], Ws.t())
@@ -139,14 +180,14 @@ class _BinaryBoolFn(torch.autograd.Function):
                 o.add_(residual[b, x0:x1].reshape(n, D))
             if ok is not None:
                 o.mul_(ok[b, x0:x1].reshape(n, 1))
-        ctx.save_for_backward(u, uT, ok, W1, W2, Ws, *Zs)
-        ctx.has_residual = residual is not None
+        ctx.save_for_backward(u, uT, ok, W1, b1, W2, Ws, *Zs)
+        ctx.has_residual, ctx.lean = residual is not None, lean
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, gout):
-        u, uT, ok, W1, W2, Ws, *Zs = ctx.saved_tensors
+        u, uT, ok, W1, b1, W2, Ws, *Zs = ctx.saved_tensors
         B, X, A, D = u.shape
         Fh = W1.shape[0]
         gy_all = gout * ok if ok is not None else gout.contiguous()  # d/d(residual + bool)
@@ -155,9 +196,12 @@ class _BinaryBoolFn(torch.autograd.Function):
         gb1 = W1.new_zeros(Fh)
         steps = list(_BinaryBoolFn._steps(u))
         buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
-        for (b, x0, x1), z in zip(steps, Zs):
+        zbuf = None if not ctx.lean else u.new_empty(buf.shape[0], Fh)
+        for i, (b, x0, x1) in enumerate(steps):
             n = (x1 - x0) * A
             xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
+            # lean: the pre-activation again, the forward's own product (same values)
+            z = torch.addmm(b1, xi, W1.t(), out=zbuf[:n]) if ctx.lean else Zs[i]
             gy = gy_all[b, x0:x1].view(n, D)
             gW2.addmm_(gy.t(), F.gelu(z))
             gWs.addmm_(gy.t(), xi[:, D:])
@@ -170,7 +214,7 @@ class _BinaryBoolFn(torch.autograd.Function):
             guT[b, x0:x1].view(n, D).copy_(gx[:, D:])
         gb = gy_all.sum((0, 1, 2))
         g_res = gy_all if ctx.has_residual else None
-        return gu, guT, g_res, None, gW1, gb1, gW2, gb, gWs, gb.clone()
+        return gu, guT, g_res, None, gW1, gb1, gW2, gb, gWs, gb.clone(), None
 
 
 def transposed_binary(u2n: Tensor, mask: FolnetMask) -> Tensor:
@@ -228,6 +272,10 @@ class FolnetLayer(nn.Module):
         self.ffn_ln1, self.ffn_ln2 = layer_norm(d1), layer_norm(d2)
         self.ffn1 = BoolFFN(d1, ffn1)
         self.ffn2 = BinaryBool(d2, ffn2)
+        # lean training memory (docs/folnet.md, "Memory"): LayerNorms keep their output, not their
+        # input; the binary bool, trans and cjoin rebuild cheap tensors in backward.  False: keep
+        # every intermediate (the plain autograd path; same values, more memory)
+        self.lean = True
 
     def _columns(self, ch: str, new: Tensor, cache: Optional[Dict[str, Tensor]], enc: Optional[dict]) -> Tensor:
         """Column-side unary term over all positions: [enc part ;] cached past ; new rows."""
@@ -262,7 +310,8 @@ class FolnetLayer(nn.Module):
         ok = mask.pair_ok
         dense = mask.dense and cache is None and enc is None  # every pair allowed: no mask arithmetic
         okf = None if dense else ok[..., None].to(u2.dtype)
-        u1n, u2n = self.ln1(u1), self.ln2(u2)
+        lean = self.lean
+        u1n, u2n = norm(self.ln1, u1, lean), norm(self.ln2, u2, lean)
         unary = []
         if s is not None:
             sn = self.sym.ln(s, slot_mask)
@@ -273,7 +322,7 @@ class FolnetLayer(nn.Module):
                 shared = mask.trans.kind == "none" or ok.shape[1] == 1
                 rows = mask.trans.kind == "none" and ok.shape[1] == ok.shape[2]  # official: contract rows
                 out = op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok, shared or rows, transpose=rows,
-                         dense=dense)
+                         dense=dense, lean=lean)
                 unary.append(self.writers["c"](out.flatten(-2)))
             elif ch == "j" and s is not None:
                 out, out_sym = op(u2n, self._columns("j", op.columns(u1n), cache, enc), ok,
@@ -321,7 +370,8 @@ class FolnetLayer(nn.Module):
                     if cache is not None:
                         cache["enc.t"] = v_enc
             acc2 = op(u2n, v, mask.trans, v_enc, writer=self.writers["t"], writer_bias=bias2,
-                      writer_extra=None if x2 is None else (x2, w2), residual=u2_res, dense=dense)
+                      writer_extra=None if x2 is None else (x2, w2), residual=u2_res, dense=dense,
+                      lean=lean and cache is None and enc is None)
         elif x2 is not None:
             acc2 = torch.addmm(bias2, x2.reshape(-1, x2.shape[-1]), w2.t()).view(*x2.shape[:-1], -1)
             acc2 = acc2 if u2_res is None else acc2 + u2_res
@@ -331,14 +381,14 @@ class FolnetLayer(nn.Module):
             u2 = acc2 if u2_res is not None else u2 + F.dropout(acc2, p=self.dropout, training=True)
             if okf is not None:
                 u2 = u2 * okf
-        u1 = u1 + F.dropout(self.ffn1(self.ffn_ln1(u1)), p=self.dropout, training=self.training)
-        u2n = self.ffn_ln2(u2)
+        u1 = u1 + F.dropout(self.ffn1(norm(self.ffn_ln1, u1, lean)), p=self.dropout, training=self.training)
+        u2n = norm(self.ffn_ln2, u2, lean)
         u2T = u2n.transpose(1, 2) if dense else transposed_binary(u2n, mask)
         if self.training and self.dropout > 0:
-            u2 = u2 + F.dropout(self.ffn2(u2n, u2T), p=self.dropout, training=True)
+            u2 = u2 + F.dropout(self.ffn2(u2n, u2T, lean=lean), p=self.dropout, training=True)
             u2 = u2 if okf is None else u2 * okf
         else:
-            u2 = self.ffn2(u2n, u2T, residual=u2, ok=okf)  # (u2 + bool2) · ok in one pass
+            u2 = self.ffn2(u2n, u2T, residual=u2, ok=okf, lean=lean)  # (u2 + bool2) · ok in one pass
         if s is not None:
             s = s + self.sym.ffn(self.sym.ffn_ln(s, slot_mask), slot_mask)
             return u1, u2, s

@@ -120,7 +120,7 @@ class Cjoin(nn.Module):
         return F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:349
 
     def forward(self, K: Tensor, u2n: Tensor, pair_ok: Tensor, rows_share_columns: bool = False,
-                transpose: bool = False, dense: bool = False) -> Tensor:
+                transpose: bool = False, dense: bool = False, lean: bool = False) -> Tensor:
         """``rows_share_columns``: the caller guarantees that every row with an allowed
         column allows the *same* columns (mask kind ``none``, or a single query row).
         Then one shift per (b, h, s) is each row's own maximum and the cheap path is
@@ -135,10 +135,13 @@ class Cjoin(nn.Module):
             # contracted; needs a square, symmetric pair_ok.  The premise is written channel-major
             # v (B, S, A, Y) by its matmul, so the contraction is one batched matmul over (b, s).
             v = _channel_major(self.premise, u2n)  # v_s(a, y) (B, S, A, Y)
+            m = None
             if not dense:
-                v = v * pair_ok.transpose(1, 2)[:, None].to(v.dtype)  # ok(y, a)
+                m = pair_ok.transpose(1, 2)[:, None].to(v.dtype)  # ok(y, a)
+                v = v * m
             P = self._shared_softmax(Kf, pair_ok, dense)  # (B, A, S, H)
-            out = torch.matmul(P.permute(0, 2, 3, 1), v.to(acc))  # (B, S, H, Y)
+            # lean: v is rebuilt in backward, not kept
+            out = _matmul_premise(P.permute(0, 2, 3, 1), v.to(acc), self.premise, u2n, m, lean)  # (B, S, H, Y)
             return out.permute(0, 3, 1, 2).to(u2n.dtype)  # (B, Y, S, H)
         v = self.premise(u2n)  # (B, X, A, S)
         if not dense:
@@ -378,6 +381,50 @@ class _FromChannelMajor(torch.autograd.Function):
         return go, gw, gb, gx2, gw2, gres
 
 
+class _MatmulRebuildV(torch.autograd.Function):
+    """out = P @ v for a channel-major premise v = W x (+ b) (· m) that backward rebuilds from x.
+
+    P (B, C, R, A), v (B, C, A, Y) -> (B, C, R, Y).  autograd's matmul would keep v, a
+    binary-sized tensor; x (the layer-normed binary atoms, (B, N, Cin)) is kept by
+    the projections anyway, so backward redoes the projection (a D2 -> C GEMM, the
+    same product ``_ToChannelMajor`` computed) and keeps nothing new.  The gradient for
+    v still flows to v's own producer, which owns the weight and input gradients.
+    """
+
+    @staticmethod
+    def forward(ctx, P, v, x, W, b, m):
+        ctx.save_for_backward(P, x, W, b, m)
+        ctx.v_shape, ctx.v_dtype = v.shape, v.dtype
+        return torch.matmul(P, v)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        P, x, W, b, m = ctx.saved_tensors
+        gP = gv = None
+        if ctx.needs_input_grad[0]:
+            v = torch.bmm(W.expand(x.shape[0], -1, -1), x.transpose(1, 2))  # as _ToChannelMajor
+            if b is not None:
+                v.add_(b.to(v.dtype)[None, :, None])
+            v = v.view(ctx.v_shape)
+            v = (v if m is None else v * m).to(ctx.v_dtype)
+            gP = torch.matmul(g, v.transpose(-1, -2))
+        if ctx.needs_input_grad[1]:
+            gv = torch.matmul(P.transpose(-1, -2), g)
+        return gP, gv, None, None, None, None
+
+
+def _matmul_premise(P: Tensor, v: Tensor, linear: nn.Linear, t: Tensor, m: Optional[Tensor], lean: bool,
+                    add_bias: bool = True) -> Tensor:
+    """P @ v for v = _channel_major(linear, t) (· m) cast to P's dtype; ``lean`` rebuilds v in backward."""
+    if not (lean and torch.is_grad_enabled() and (P.requires_grad or v.requires_grad)) \
+            or torch.compiler.is_compiling():
+        return torch.matmul(P, v)
+    B, R, C, Cin = t.shape
+    bias = linear.bias if add_bias else None
+    return _MatmulRebuildV.apply(P, v, t.reshape(B, R * C, Cin), linear.weight, bias, m)
+
+
 def _channel_major(linear: nn.Linear, t: Tensor, add_bias: bool = True) -> Tensor:
     """linear(t) for t (B, R, C, Cin), returned channel-major (B, Cout, R, C), contiguous."""
     B, R, C, Cin = t.shape
@@ -428,18 +475,21 @@ class Trans(nn.Module):
     def forward(self, u2n: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor] = None,
                 writer: Optional[nn.Linear] = None, writer_bias: Optional[Tensor] = None,
                 writer_extra: Optional[tuple] = None, residual: Optional[Tensor] = None,
-                dense: bool = False) -> Tensor:
+                dense: bool = False, lean: bool = False) -> Tensor:
         """out (B, X, Y, D2), or ``writer(out)`` (B, X, Y, D_out) when a writer is given.
         For the layer's sum of binary writers: ``writer_bias`` replaces the writer's bias,
         ``writer_extra`` = (x2 (B, X, Y, K2), w2 (D_out, K2)) adds x2 w2^T and ``residual``
         (B, X, Y, D_out) is added, all in the writer's output (``_FromChannelMajor``).
-        ``dense`` (every pair allowed, ``FolnetMask.dense``) on CPU: softmax_a K @ v, no masks."""
+        ``dense`` (every pair allowed, ``FolnetMask.dense``) on CPU: softmax_a K @ v, no masks.
+        ``lean``: v is ``rows(u2n)`` of these same atoms (no cache, no encoder), so backward may
+        rebuild it rather than keep it."""
         # K's bias is a per-channel constant under the softmax over a: left out (see _ToChannelMajor)
         K = _channel_major(self.kernel, u2n, add_bias=False)  # (B, D2, X, A) raw logits
         if dense and K.device.type == "cpu" and mask.kind == "none" and v_enc is None:
             P = torch.softmax(K, dim=-1, dtype=torch.float64 if K.dtype == torch.float64 else torch.float32)
             P = F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:502-503
-            out = torch.matmul(P, v.to(P.dtype)).to(K.dtype)  # (B, D2, X, Y)
+            # lean (v computed from these u2n rows alone): v rebuilt in backward, not kept
+            out = _matmul_premise(P, v.to(P.dtype), self.premise, u2n, None, lean).to(K.dtype)  # (B, D2, X, Y)
         elif self.training and self.dropout > 0:
             out = triton_kernels.trans_eager(K, v, mask, v_enc, dropout=self.dropout)  # (B, D2, X, Y)
         else:
