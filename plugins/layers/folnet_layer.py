@@ -354,7 +354,8 @@ class FolnetLayer(nn.Module):
         acc2 = None  # (B, X, A, D2): u2_res + sum of the binary writers
         if "t" in self.ops:
             op = self.ops["t"]
-            v = op.rows(u2n)  # (B, D2, X, A)
+            # lean, no cache, no encoder: Trans makes v itself, or never (its Triton path rebuilds it)
+            v = None if (lean and cache is None and enc is None) else op.rows(u2n)  # (B, D2, X, A)
             if cache is not None:
                 if "t" in cache:
                     past = cache["t"]  # (B, H, Ap_rows, Ap_cols): new columns are zero for past rows

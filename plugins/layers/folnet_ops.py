@@ -472,7 +472,7 @@ class Trans(nn.Module):
     def rows_enc(self, enc_u2n: Tensor) -> Tensor:
         return _channel_major(self.premise_enc, enc_u2n)  # v^E (B, D2, Ti, Ti)
 
-    def forward(self, u2n: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor] = None,
+    def forward(self, u2n: Tensor, v: Optional[Tensor], mask: TransMask, v_enc: Optional[Tensor] = None,
                 writer: Optional[nn.Linear] = None, writer_bias: Optional[Tensor] = None,
                 writer_extra: Optional[tuple] = None, residual: Optional[Tensor] = None,
                 dense: bool = False, lean: bool = False) -> Tensor:
@@ -482,10 +482,25 @@ class Trans(nn.Module):
         (B, X, Y, D_out) is added, all in the writer's output (``_FromChannelMajor``).
         ``dense`` (every pair allowed, ``FolnetMask.dense``) on CPU: softmax_a K @ v, no masks.
         ``lean``: v is ``rows(u2n)`` of these same atoms (no cache, no encoder), so backward may
-        rebuild it rather than keep it."""
+        rebuild it rather than keep it; on the Triton path K and v are both rebuilt
+        (``triton_kernels.trans_from_atoms``).  ``v`` None: ``rows(u2n)``, made here when needed.
+        The CPU shortcut for ``dense`` is taken under impl 'auto' and 'torch'."""
+        B, X, A = u2n.shape[:3]
+        cpu_dense = dense and u2n.device.type == "cpu" and mask.kind == "none" and v_enc is None \
+            and self.impl in ("auto", "torch")
+        act = torch.get_autocast_dtype(u2n.device.type) if torch.is_autocast_enabled(u2n.device.type) else u2n.dtype
+        if lean and not cpu_dense and v_enc is None and X == A and not (self.training and self.dropout > 0) \
+                and torch.is_grad_enabled() and not torch.compiler.is_compiling() \
+                and triton_kernels.trans_path(act, u2n.is_cuda, (B, self.kernel.weight.shape[0], X, A), mask,
+                                              self.impl) == "triton":
+            # the kernels, with K and v rebuilt in backward from u2n (kept by the other readers)
+            out = triton_kernels.trans_from_atoms(u2n, self.kernel.weight, self.premise.weight, mask)
+            return self._write(out, writer, writer_bias, writer_extra, residual)
+        if v is None:
+            v = self.rows(u2n)
         # K's bias is a per-channel constant under the softmax over a: left out (see _ToChannelMajor)
         K = _channel_major(self.kernel, u2n, add_bias=False)  # (B, D2, X, A) raw logits
-        if dense and K.device.type == "cpu" and mask.kind == "none" and v_enc is None:
+        if cpu_dense:
             P = torch.softmax(K, dim=-1, dtype=torch.float64 if K.dtype == torch.float64 else torch.float32)
             P = F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:502-503
             # lean (v computed from these u2n rows alone): v rebuilt in backward, not kept
@@ -494,6 +509,10 @@ class Trans(nn.Module):
             out = triton_kernels.trans_eager(K, v, mask, v_enc, dropout=self.dropout)  # (B, D2, X, Y)
         else:
             out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, D2, X, Y)
+        return self._write(out, writer, writer_bias, writer_extra, residual)
+
+    @staticmethod
+    def _write(out, writer, writer_bias, writer_extra, residual):
         B, D2, X, Y = out.shape
         if writer is None:
             return out.permute(0, 2, 3, 1)
