@@ -276,3 +276,25 @@ def test_trans_from_atoms_and_lean_layer_on_the_triton_interpreter(tmp_path):
     if "SKIP" in p.stdout:
         pytest.skip("the Triton interpreter is not usable here")
     assert "OK" in p.stdout
+
+
+def test_autocast_bf16_lean_equals_plain_to_bf16_round_off():
+    """Under autocast (bf16) the lean path runs the bool's blocked function with autocast's casts
+    and the output-keeping LayerNorm in float32; the plain path is autocast's own.  Same
+    products, rounded once per bf16 GEMM: equal to bf16 round-off."""
+    ref, lean, d = pair("folnet_tiny", dtype=torch.float32, folnet_ops="jmc.atp")
+    x = random_tokens(d, 2, 6, torch.Generator().manual_seed(10))
+    outs, grads = [], []
+    for m in (ref, lean):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = m(x)[0].float()
+        w = torch.randn(out.shape, generator=torch.Generator().manual_seed(11))
+        (out * w).sum().backward()
+        outs.append(out)
+        grads.append({k: p.grad for k, p in m.named_parameters() if p.grad is not None})
+    scale = outs[0].abs().max()
+    torch.testing.assert_close(outs[1], outs[0], rtol=0.02, atol=0.02 * float(scale))
+    assert grads[0].keys() == grads[1].keys()
+    for k, g in grads[0].items():
+        err = (grads[1][k] - g).norm() / g.norm().clamp_min(1e-12)
+        assert err < 0.03, (k, float(err))

@@ -68,9 +68,11 @@ class _NormKeepOutput(torch.autograd.Function):
 
 
 def norm(ln: nn.LayerNorm, x: Tensor, lean: bool) -> Tensor:
-    """``ln(x)``; with ``lean`` (training without --compile or autocast) through ``_NormKeepOutput``."""
-    if lean and torch.is_grad_enabled() and x.requires_grad and not torch.compiler.is_compiling() \
-            and not torch.is_autocast_enabled(x.device.type):
+    """``ln(x)``; with ``lean`` (training, not under --compile) through ``_NormKeepOutput``."""
+    if lean and torch.is_grad_enabled() and x.requires_grad and not torch.compiler.is_compiling():
+        if torch.is_autocast_enabled(x.device.type):  # autocast runs layer_norm in float32
+            with torch.autocast(x.device.type, enabled=False):
+                return _NormKeepOutput.apply(x.float(), ln.eps)
         return _NormKeepOutput.apply(x, ln.eps)
     return ln(x)
 
@@ -106,12 +108,19 @@ class BinaryBool(nn.Module):
 
     def forward(self, u: Tensor, uT: Tensor, residual: Optional[Tensor] = None, ok: Optional[Tensor] = None,
                 lean: bool = True) -> Tensor:
-        """``lean``: backward recomputes the hidden pre-activation instead of keeping it (CPU path)."""
+        """``lean``: the blocked function on every device and under autocast, recomputing the hidden
+        pre-activation in backward instead of keeping it; otherwise the blocked function on the CPU
+        without autocast (keeping the pre-activation) and the plain formula elsewhere."""
+        dev = u.device.type
+        autocast = torch.is_autocast_enabled(dev)
         # under --compile the plain formula: inductor fuses it, and the blocked loop is host code
-        if u.device.type == "cpu" and not torch.is_autocast_enabled(u.device.type) \
-                and not torch.compiler.is_compiling():
-            return _BinaryBoolFn.apply(u, uT, residual, ok, self.fc1.weight, self.fc1.bias, self.fc2.weight,
-                                       self.fc2.bias, self.skip.weight, self.skip.bias, lean)
+        if (lean or (dev == "cpu" and not autocast)) and not torch.compiler.is_compiling():
+            args = (u, uT, residual, ok, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias,
+                    self.skip.weight, self.skip.bias, lean)
+            if not autocast:
+                return _BinaryBoolFn.apply(*args)
+            with torch.autocast(dev, enabled=False):  # autocast's casts, made by the function itself
+                return _BinaryBoolFn.apply(*args, torch.get_autocast_dtype(dev))
         # elsewhere the plain formula (big cuBLAS matmuls; autocast casts the linears)
         out = self.fc2(F.gelu(self.fc1(torch.cat([u, uT], dim=-1)))) + self.skip(uT)
         out = out if residual is None else residual + out
@@ -144,7 +153,8 @@ class _BinaryBoolFn(torch.autograd.Function):
     @staticmethod
     def _steps(u: Tensor):
         B, X, A, _ = u.shape
-        step = max(1, _BinaryBoolFn.ROWS // A)
+        # on a GPU, blocks of ROWS_CUDA rows (kernel launches, not the cache, set the size there)
+        step = max(1, (_BinaryBoolFn.ROWS_CUDA if u.is_cuda else _BinaryBoolFn.ROWS) // A)
         for b in range(B):
             for x0 in range(0, X, step):
                 yield b, x0, min(X, x0 + step)
@@ -159,14 +169,25 @@ class _BinaryBoolFn(torch.autograd.Function):
         return xi  # (rows, 2·D2): [u; uT]
 
     @staticmethod
-    def forward(ctx, u, uT, residual, ok, W1, b1, W2, b2, Ws, bs, lean=False):
+    def _rows():
+        return _BinaryBoolFn.ROWS
+
+    @staticmethod
+    def forward(ctx, u, uT, residual, ok, W1, b1, W2, b2, Ws, bs, lean=False, compute_dtype=None):
+        """``compute_dtype`` (autocast's dtype): the GEMMs and GELU in it, with the weights cast
+        as autocast casts them; the output is residual's dtype (the residual stream), or it."""
         B, X, A, D = u.shape
         Fh = W1.shape[0]
-        out = torch.empty(B, X, A, D, dtype=u.dtype, device=u.device)
+        cd = compute_dtype or u.dtype
+        mixed = cd != u.dtype or cd != W1.dtype
+        if mixed:
+            W1, b1, W2, Ws = W1.to(cd), b1.to(cd), W2.to(cd), Ws.to(cd)
+        out_dtype = residual.dtype if (mixed and residual is not None) else cd if mixed else u.dtype
+        out = torch.empty(B, X, A, D, dtype=out_dtype, device=u.device)
         Zs = []  # pre-activation per block, saved (block-sized allocations)
         steps = list(_BinaryBoolFn._steps(u))
-        buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
-        bo = b2 + bs
+        buf = torch.empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D, dtype=cd, device=u.device)
+        bo = (b2 + bs).to(cd)
         for b, x0, x1 in steps:
             n = (x1 - x0) * A
             xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
@@ -174,14 +195,23 @@ class _BinaryBoolFn(torch.autograd.Function):
             if not lean:
                 Zs.append(z)
             o = out[b, x0:x1].view(n, D)
-            torch.addmm(bo, F.gelu(z), W2.t(), out=o)
-            o.addmm_(xi[:, D:], Ws.t())
-            if residual is not None:
-                o.add_(residual[b, x0:x1].reshape(n, D))
+            if mixed:  # the bool in cd, then into the output's dtype
+                blk = torch.addmm(bo, F.gelu(z), W2.t())
+                blk.addmm_(xi[:, D:], Ws.t())
+                if residual is not None:
+                    o.copy_(residual[b, x0:x1].reshape(n, D)).add_(blk)
+                else:
+                    o.copy_(blk)
+            else:
+                torch.addmm(bo, F.gelu(z), W2.t(), out=o)
+                o.addmm_(xi[:, D:], Ws.t())
+                if residual is not None:
+                    o.add_(residual[b, x0:x1].reshape(n, D))
             if ok is not None:
                 o.mul_(ok[b, x0:x1].reshape(n, 1))
         ctx.save_for_backward(u, uT, ok, W1, b1, W2, Ws, *Zs)
-        ctx.has_residual, ctx.lean = residual is not None, lean
+        ctx.has_residual, ctx.lean, ctx.cd = residual is not None, lean, cd
+        ctx.wdtype = b2.dtype
         return out
 
     @staticmethod
@@ -190,31 +220,40 @@ class _BinaryBoolFn(torch.autograd.Function):
         u, uT, ok, W1, b1, W2, Ws, *Zs = ctx.saved_tensors
         B, X, A, D = u.shape
         Fh = W1.shape[0]
+        cd, wd = ctx.cd, ctx.wdtype
         gy_all = gout * ok if ok is not None else gout.contiguous()  # d/d(residual + bool)
-        gu, guT = torch.empty_like(u, memory_format=torch.contiguous_format), torch.empty_like(gy_all)
-        gW1, gW2, gWs = torch.zeros_like(W1), torch.zeros_like(W2), torch.zeros_like(Ws)
-        gb1 = W1.new_zeros(Fh)
+        gu = torch.empty_like(u, memory_format=torch.contiguous_format)
+        guT = torch.empty(uT.shape, dtype=uT.dtype, device=uT.device)
+        gW1, gW2, gWs = (torch.zeros(w.shape, dtype=wd, device=w.device) for w in (W1, W2, Ws))
+        gb1 = torch.zeros(Fh, dtype=wd, device=W1.device)
+
+        def acc(g, a, b):  # g += a @ b, accumulated in the weights' dtype
+            if a.dtype == g.dtype:
+                g.addmm_(a, b)
+            else:
+                g.add_(torch.mm(a, b).to(g.dtype))
+
         steps = list(_BinaryBoolFn._steps(u))
-        buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
-        zbuf = None if not ctx.lean else u.new_empty(buf.shape[0], Fh)
+        buf = torch.empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D, dtype=cd, device=u.device)
+        zbuf = None if not ctx.lean else torch.empty(buf.shape[0], Fh, dtype=cd, device=u.device)
         for i, (b, x0, x1) in enumerate(steps):
             n = (x1 - x0) * A
             xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
             # lean: the pre-activation again, the forward's own product (same values)
             z = torch.addmm(b1, xi, W1.t(), out=zbuf[:n]) if ctx.lean else Zs[i]
-            gy = gy_all[b, x0:x1].view(n, D)
-            gW2.addmm_(gy.t(), F.gelu(z))
-            gWs.addmm_(gy.t(), xi[:, D:])
+            gy = gy_all[b, x0:x1].reshape(n, D).to(cd)
+            acc(gW2, gy.t(), F.gelu(z))
+            acc(gWs, gy.t(), xi[:, D:])
             gz = torch.ops.aten.gelu_backward(gy @ W2, z)
-            gW1.addmm_(gz.t(), xi)
-            gb1 += gz.sum(0)
+            acc(gW1, gz.t(), xi)
+            gb1 += gz.sum(0, dtype=wd) if gz.dtype != wd else gz.sum(0)
             gx = gz @ W1  # (rows, 2·D2)
             gx[:, D:].addmm_(gy, Ws)
             gu[b, x0:x1].view(n, D).copy_(gx[:, :D])
             guT[b, x0:x1].view(n, D).copy_(gx[:, D:])
-        gb = gy_all.sum((0, 1, 2))
+        gb = gy_all.sum((0, 1, 2)).to(wd)
         g_res = gy_all if ctx.has_residual else None
-        return gu, guT, g_res, None, gW1, gb1, gW2, gb, gWs, gb.clone(), None
+        return gu, guT, g_res, None, gW1, gb1, gW2, gb, gWs, gb.clone(), None, None
 
 
 def transposed_binary(u2n: Tensor, mask: FolnetMask) -> Tensor:

@@ -395,6 +395,8 @@ class _MatmulRebuildV(torch.autograd.Function):
     def forward(ctx, P, v, x, W, b, m):
         ctx.save_for_backward(P, x, W, b, m)
         ctx.v_shape, ctx.v_dtype = v.shape, v.dtype
+        # under autocast the product runs in its dtype; backward does the same
+        ctx.cd = torch.get_autocast_dtype(P.device.type) if torch.is_autocast_enabled(P.device.type) else None
         return torch.matmul(P, v)
 
     @staticmethod
@@ -407,10 +409,11 @@ class _MatmulRebuildV(torch.autograd.Function):
             if b is not None:
                 v.add_(b.to(v.dtype)[None, :, None])
             v = v.view(ctx.v_shape)
-            v = (v if m is None else v * m).to(ctx.v_dtype)
-            gP = torch.matmul(g, v.transpose(-1, -2))
+            v = (v if m is None else v * m).to(ctx.cd or ctx.v_dtype)
+            gP = torch.matmul(g.to(v.dtype), v.transpose(-1, -2)).to(P.dtype)
         if ctx.needs_input_grad[1]:
-            gv = torch.matmul(P.transpose(-1, -2), g)
+            cd = ctx.cd or P.dtype
+            gv = torch.matmul(P.to(cd).transpose(-1, -2), g.to(cd)).to(ctx.v_dtype)
         return gP, gv, None, None, None, None
 
 
