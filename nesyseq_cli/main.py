@@ -10,6 +10,7 @@
     nesyseq convert folnet    the authors' FOLNet checkpoint (*.pt + *.cfg) -> fairseq checkpoint (docs/folnet.md)
     nesyseq convert warm-start  a trained checkpoint re-indexed to another dictionary (curriculum; docs/qa.md)
     nesyseq tokenize wordpiece  BERT WordPiece tokenization of raw text (for converted FOLNet checkpoints)
+    nesyseq memory folnet     predicted peak GPU training memory of FOLNet (docs/folnet.md)
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
 
 Each subcommand lives with the code it drives (``data_prep``, ``evaluations``,
@@ -48,6 +49,7 @@ COMMANDS = {
     ("evaluate", "entailment"): ("evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
     ("tokenize", "wordpiece"): ("data_prep.wordpiece", "BERT WordPiece tokenization (for converted FOLNet checkpoints)"),
     ("convert", "folnet"): ("plugins.models.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
+    ("memory", "folnet"): ("plugins.models.folnet_memory", "predicted peak GPU training memory of FOLNet from counted saved bytes"),
     ("convert", "warm-start"): ("plugins.models.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
 }
 
@@ -57,6 +59,7 @@ GROUP_HELP = {
     "analyze": "inspect what a trained model learned",
     "convert": "import checkpoints released by other code bases, or carry ours to another dictionary",
     "tokenize": "tokenize raw text for a model's vocabulary",
+    "memory": "predict a model's training memory",
 }
 
 

@@ -1,31 +1,37 @@
 """FOLNet training memory: what one layer keeps for backward, and a model of a GPU's peak.
 
-    nesyseq memory folnet --layers 12 --T 512 --batch 8 --dtype bf16 [--official-repo DIR]
+    nesyseq memory folnet --layers 12 --T 512 --batch 8 --dtype bf16 [--official-repo DIR] [--plain]
 
 Counting (``saved_bytes``): one forward pass of a layer under
 ``torch.autograd.graph.saved_tensors_hooks``, adding up the bytes of the distinct
 storages autograd keeps for backward; parameters are left out (they live anyway),
-the layer's inputs are counted when something keeps them.  Run on the CPU, this is
-the same number a GPU keeps for the same code path, with two known differences
-named in docs/folnet.md (trans's kernel on CUDA, and autocast's op lists).
+the layer's inputs are counted when something keeps them.  What is kept depends on
+the code path, not on the device, so the CPU counts the GPU's path: the layer runs
+under CPU autocast for bf16/fp16, with trans on the path a CUDA GPU takes
+(``gpu_trans_impl``: the Triton kernels, whose outputs ``kernels_as_shapes`` stands
+in for while counting).  What the CPU cannot reproduce: CUDA autocast's op lists
+differ from the CPU's for a few ops the official code leaves to autocast (its
+softmaxes), and the caching allocator's fragmentation is not modelled.
 
-The model (``predict``): per-layer bytes are counted exactly at a few small
-lengths and batch sizes and fitted as B·(a·T² + b·T + e) + c (every kept tensor is
-B·T·T·k, B·T·k or, under autocast, a batch-free weight copy; ``fit`` checks the fit
+The model (``predict``): per-layer bytes are counted exactly at a few small lengths
+and batch sizes and fitted as B·(a·T² + b·T + e) + c (every kept tensor is B·T·T·k,
+B·T·k or, under autocast, a batch-free weight copy; ``LayerFit`` checks the fit
 against one more count), then
 
     peak = L · layer(T, B) + outside(T, B) + 16 bytes · params + transient(T, B)
 
 with 16 bytes per parameter for the fp32 weight, its gradient and Adam's two
-moments, ``outside`` the embeddings' kept tensors (the relative-position binary
-atoms, their LayerNorm and the MLM head on 15% of the tokens) and ``transient``
-the backward of the last layer: its own kept bytes alive again as gradients
-(one more layer's worth).  The official layer is counted from a checkout of
-tencent-ailab/FOLNet (``--official-repo``, imported from there, never copied).
+moments, ``outside`` the tensors kept outside the layers (relative-position
+binary atoms and their LayerNorm, unary embeddings, the MLM head on 15% of the
+tokens), and ``transient`` the top layer's backward: 4 fp32 binary tensors
+(gradients) alive beside everything kept.  The official layer is counted from a
+checkout of tencent-ailab/FOLNet (``--official-repo``, imported from there, never
+copied).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import traceback
 from collections import defaultdict
@@ -150,9 +156,43 @@ def layer_inputs(T: int, B: int, seed: int = 0):
     return u1, u2
 
 
+def gpu_trans_impl(T: int, dtype: torch.dtype) -> str:
+    """The trans path a CUDA GPU takes under impl 'auto' for an unpadded batch of length T."""
+    import triton_kernels
+    from triton_kernels import TransMask
+    if not triton_kernels.trans_triton.triton_available():
+        return "eager"
+    return triton_kernels.auto_path(torch.empty(1, D2, T, T, dtype=dtype, device="meta"), TransMask())
+
+
+@contextlib.contextmanager
+def kernels_as_shapes():
+    """While counting, the Triton trans kernels return empty tensors of their outputs' shapes.
+
+    The CPU runs the kernels only through the (slow) interpreter, and counting needs
+    none of their values: what ``TransFunction`` / ``TransFromAtoms`` keep is fixed by
+    their code (their inputs or atoms, the output, the softmax statistics).  Only the
+    forward runs under this; backward would read garbage.
+    """
+    from triton_kernels import trans_triton as tt
+    saved = tt._forward, tt._mode_for, tt._pick_config
+
+    def forward(K, v, v_enc, pr, cfg, interpret):
+        return (torch.empty(pr.B, pr.H, pr.Tq, pr.Y, dtype=K.dtype, device=K.device),
+                torch.empty(pr.B * pr.H, pr.Tq, dtype=torch.float32, device=K.device))
+
+    tt._forward, tt._mode_for = forward, (lambda t: True)
+    tt._pick_config = lambda K, v, v_enc, pr, interpret, with_backward: tt.default_config(K.dtype, pr.Ti + pr.Tt)
+    try:
+        yield
+    finally:
+        tt._forward, tt._mode_for, tt._pick_config = saved
+
+
 def count_layer(kind: str, T: int, B: int, dtype: torch.dtype = torch.float32, dropout: float = 0.0,
                 official_repo: Optional[str] = None, roots: Tuple[str, ...] = (), layer=None) -> SavedBytes:
-    """Bytes one layer keeps at (T, B): kind 'ours' (lean), 'plain' (ours, lean off) or 'official'."""
+    """Bytes one layer keeps at (T, B): kind 'ours' (lean), 'plain' (ours, lean off) or 'official'.
+    A layer of ours with trans impl 'triton' is counted with ``kernels_as_shapes`` (forward only)."""
     from plugins.layers.folnet_masks import self_mask
     u1, u2 = layer_inputs(T, B)
     if kind == "official":
@@ -160,6 +200,9 @@ def count_layer(kind: str, T: int, B: int, dtype: torch.dtype = torch.float32, d
         return saved_bytes(layer, lambda: layer((None, u1, u2)), dtype, roots)
     layer = layer or ours_layer(dropout, lean=(kind == "ours"))
     mask = self_mask("none", torch.zeros(B, T, dtype=torch.bool))
+    if "t" in layer.ops and layer.ops["t"].impl == "triton":
+        with kernels_as_shapes():
+            return saved_bytes(layer, lambda: layer(u1, u2, mask), dtype, roots)
     return saved_bytes(layer, lambda: layer(u1, u2, mask), dtype, roots)
 
 
@@ -169,8 +212,8 @@ def count_layer(kind: str, T: int, B: int, dtype: torch.dtype = torch.float32, d
 class LayerFit:
     """bytes(T, B) = B·(a·T² + b·T + e) + c, fitted to exact counts at small shapes."""
 
-    POINTS = ((8, 1), (16, 1), (32, 1), (16, 2))
-    CHECK = (24, 2)
+    POINTS = ((16, 1), (32, 1), (64, 1), (32, 2))
+    CHECK = (48, 2)
 
     def __init__(self, count: Callable[[int, int], int]):
         rows = [[B * T * T, B * T, B, 1.0] for T, B in self.POINTS]
@@ -189,8 +232,13 @@ class LayerFit:
         return abs(want - got) / got
 
 
-def fit_layer(kind: str, dtype: torch.dtype, dropout: float = 0.0, official_repo: Optional[str] = None) -> LayerFit:
-    layer = official_layer(official_repo, dropout) if kind == "official" else ours_layer(dropout, kind == "ours")
+def fit_layer(kind: str, dtype: torch.dtype, dropout: float = 0.0, official_repo: Optional[str] = None,
+              trans_impl: str = "auto") -> LayerFit:
+    """``trans_impl`` 'triton' counts trans on the kernels (run by the Triton interpreter on the CPU)."""
+    if kind == "official":
+        layer = official_layer(official_repo, dropout)
+    else:
+        layer = ours_layer(dropout, kind == "ours", trans_impl=trans_impl)
     return LayerFit(lambda T, B: count_layer(kind, T, B, dtype, dropout, official_repo, layer=layer).total)
 
 
@@ -216,12 +264,13 @@ def outside_bytes(T: int, B: int, dtype: torch.dtype) -> float:
 
 
 def predict(fit: LayerFit, layers: int, T: int, B: int, dtype: torch.dtype, params: int) -> Dict[str, float]:
-    layer = fit(T, B)
     parts = {
-        "layers": layers * layer,
+        "layers": layers * fit(T, B),
         "outside": outside_bytes(T, B, dtype),
         "weights+grads+adam": 16.0 * params,
-        "backward transient": layer,
+        # backward of the top layer: the gradients of u2 in and out (fp32) and of one operator's two
+        # binary inputs, alive at once beside everything kept: 4 fp32 binary tensors
+        "backward transient": 4.0 * B * T * T * D2 * 4,
     }
     parts["peak"] = sum(parts.values())
     return parts
@@ -231,7 +280,6 @@ def predict(fit: LayerFit, layers: int, T: int, B: int, dtype: torch.dtype, para
 
 
 def add_arguments(p: argparse.ArgumentParser):
-    p.add_argument("model", choices=["folnet"], help="the model family (folnet_base widths)")
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--T", type=int, default=128, help="sequence length")
     p.add_argument("--batch", type=int, default=32)
@@ -241,6 +289,23 @@ def add_arguments(p: argparse.ArgumentParser):
                    help="a checkout of tencent-ailab/FOLNet: also predict the authors' code")
     p.add_argument("--plain", action="store_true", help="also predict ours with FolnetLayer.lean off")
     p.add_argument("--gpu-gb", default="40,80,141", help="GPU sizes (GB) for the fits column")
+
+
+def fits_table(lengths, batches, dtype=torch.bfloat16, layers: int = 12, sizes=(40, 80, 141),
+               kinds=("ours",), official_repo: Optional[str] = None):
+    """Markdown: for each T, the largest batch in ``batches`` whose predicted peak fits each size."""
+    params = ours_params(layers)
+    rows = ["| code | T | " + " | ".join(f"largest B in {s} GB" for s in sizes) + " |",
+            "|---|---|" + "---|" * len(sizes)]
+    for kind in kinds:
+        for T in lengths:
+            fit = fit_layer(kind, dtype, official_repo=official_repo, trans_impl=gpu_trans_impl(T, dtype))
+            best = []
+            for s in sizes:
+                ok = [B for B in batches if predict(fit, layers, T, B, dtype, params)["peak"] <= s * GB]
+                best.append(str(max(ok)) if ok else "none")
+            rows.append(f"| {kind} | {T} | " + " | ".join(best) + " |")
+    return "\n".join(rows)
 
 
 def run(args):
@@ -255,12 +320,15 @@ def run(args):
     kinds = ["ours"] + (["plain"] if args.plain else []) + (["official"] if args.official_repo else [])
     params = ours_params(args.layers)
     print(f"# FOLNet-base widths, L={args.layers}, T={args.T}, batch {args.batch}, "
-          f"{args.dtype}{' autocast' if dtype != torch.float32 else ''}, Adam; {params / 1e6:.1f}M parameters")
+          f"{args.dtype}{' autocast' if dtype != torch.float32 else ''}, Adam; {params / 1e6:.1f}M parameters; "
+          f"dropout 0; trans counted on the GPU's path ({gpu_trans_impl(args.T, dtype)}); a prediction, "
+          f"not a GPU measurement")
     print("| code | per layer kept (GB) | layers (GB) | outside (GB) | weights+grads+Adam (GB) | "
           "backward transient (GB) | predicted peak (GB) | " + " | ".join(f"fits {s:g} GB" for s in sizes) + " |")
     print("|---|---|---|---|---|---|---|" + "---|" * len(sizes))
+    impl = gpu_trans_impl(args.T, dtype)
     for kind in kinds:
-        fit = fit_layer(kind, dtype, official_repo=args.official_repo)
+        fit = fit_layer(kind, dtype, official_repo=args.official_repo, trans_impl=impl)
         if fit.check_error > 0.01:
             raise UserError(f"{kind}: the saved-bytes fit misses a check count by {100 * fit.check_error:.1f}%")
         p = predict(fit, args.layers, args.T, args.batch, dtype, params)
