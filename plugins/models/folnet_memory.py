@@ -291,20 +291,25 @@ def add_arguments(p: argparse.ArgumentParser):
     p.add_argument("--gpu-gb", default="40,80,141", help="GPU sizes (GB) for the fits column")
 
 
-def fits_table(lengths, batches, dtype=torch.bfloat16, layers: int = 12, sizes=(40, 80, 141),
-               kinds=("ours",), official_repo: Optional[str] = None):
-    """Markdown: for each T, the largest batch in ``batches`` whose predicted peak fits each size."""
+def largest_batch(fit: LayerFit, layers: int, T: int, dtype: torch.dtype, params: int, size_gb: float) -> int:
+    """The largest B whose predicted peak fits in ``size_gb`` (the peak is affine in B); 0 if none."""
+    p0 = predict(fit, layers, T, 0, dtype, params)["peak"]
+    p1 = predict(fit, layers, T, 1, dtype, params)["peak"] - p0
+    return max(0, int((size_gb * GB - p0) // p1))
+
+
+def fits_table(lengths, dtype=torch.bfloat16, layers: int = 12, sizes=(40, 80, 141),
+               kinds=("ours",), official_repo: Optional[str] = None) -> str:
+    """Markdown: for each code and T, the largest batch whose predicted peak fits each GPU size."""
     params = ours_params(layers)
-    rows = ["| code | T | " + " | ".join(f"largest B in {s} GB" for s in sizes) + " |",
+    names = {"ours": "ours (lean)", "plain": "ours, lean off", "official": "official"}
+    rows = ["| code | T | " + " | ".join(f"largest B, {s:g} GB" for s in sizes) + " |",
             "|---|---|" + "---|" * len(sizes)]
     for kind in kinds:
         for T in lengths:
             fit = fit_layer(kind, dtype, official_repo=official_repo, trans_impl=gpu_trans_impl(T, dtype))
-            best = []
-            for s in sizes:
-                ok = [B for B in batches if predict(fit, layers, T, B, dtype, params)["peak"] <= s * GB]
-                best.append(str(max(ok)) if ok else "none")
-            rows.append(f"| {kind} | {T} | " + " | ".join(best) + " |")
+            best = [largest_batch(fit, layers, T, dtype, params, s) for s in sizes]
+            rows.append(f"| {names[kind]} | {T} | " + " | ".join(str(b) if b else "none" for b in best) + " |")
     return "\n".join(rows)
 
 
@@ -315,6 +320,8 @@ def run(args):
         sizes = [float(x) for x in str(args.gpu_gb).split(",") if x]
     except ValueError:
         raise UserError(f"--gpu-gb {args.gpu_gb!r}: a comma-separated list of sizes in GB, e.g. 40,80,141") from None
+    if args.official_repo:
+        official_module(args.official_repo)  # a wrong path fails before any counting
     torch.set_num_threads(1)
     dtype = DTYPES[args.dtype]
     kinds = ["ours"] + (["plain"] if args.plain else []) + (["official"] if args.official_repo else [])
@@ -329,7 +336,7 @@ def run(args):
     impl = gpu_trans_impl(args.T, dtype)
     for kind in kinds:
         fit = fit_layer(kind, dtype, official_repo=args.official_repo, trans_impl=impl)
-        if fit.check_error > 0.01:
+        if fit.check_error > 0.03:
             raise UserError(f"{kind}: the saved-bytes fit misses a check count by {100 * fit.check_error:.1f}%")
         p = predict(fit, args.layers, args.T, args.batch, dtype, params)
         name = {"ours": "ours (lean)", "plain": "ours, lean off", "official": "official"}[kind]
