@@ -280,9 +280,9 @@ def predict(fit: LayerFit, layers: int, T: int, B: int, dtype: torch.dtype, para
 
 
 def add_arguments(p: argparse.ArgumentParser):
-    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--layers", type=int, default=12, help="number of FOLNet layers (folnet_base: 12)")
     p.add_argument("--T", type=int, default=128, help="sequence length")
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--batch", type=int, default=32, help="sequences per GPU step")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16",
                    help="activation dtype: bf16/fp16 = autocast with fp32 weights, fp32 = full precision")
     p.add_argument("--official-repo", default=None,
