@@ -524,6 +524,9 @@ def trans_from_atoms(x: Tensor, Wk: Tensor, Wv: Tensor, mask: Optional[TransMask
     B, T, T2, C = x.shape
     if T != T2:
         raise ValueError(f"trans_from_atoms: square binary atoms expected, got {tuple(x.shape)}")
+    act = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+    if act not in SUPPORTED_DTYPES:
+        raise TransKernelUnavailable(f"Triton trans supports fp32/fp16/bf16, got {act}")
     _mode_for(x)
     return TransFromAtoms.apply(x.reshape(B, T * T, C), Wk, Wv, T, mask, config)
 
