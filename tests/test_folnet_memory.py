@@ -13,7 +13,7 @@ import torch
 
 from folnet_helpers import build, random_tokens, single_thread  # noqa: F401
 
-from plugins.layers.folnet_layer import FolnetLayer, _NormKeepOutput
+from plugins.layers.folnet_layer import FolnetLayer, _MaskDropout, _NormKeepOutput
 from plugins.layers.folnet_masks import self_mask
 
 OPS = ["jmc.atp", "c.", "j.", "m.", ".a", ".p", ".t", "c.t", "jm.ap"]
@@ -308,3 +308,21 @@ def test_autocast_bf16_lean_equals_plain_to_bf16_round_off():
     for k, g in grads[0].items():
         err = (grads[1][k] - g).norm() / g.norm().clamp_min(1e-12)
         assert err < 0.03, (k, float(err))
+
+
+def test_mask_dropout_is_dropout_with_a_byte_mask():
+    """Kept values are x / (1 - p), dropped ones 0, the gradient is the same mask times the scale,
+    about 1 - p of the values are kept (fixed seed, 10^5 draws), and the kept mask is 1 byte a value."""
+    torch.manual_seed(0)
+    p = 0.25
+    x = (torch.rand(100_000, dtype=torch.float64) + 0.5).requires_grad_()
+    s = Saved(())
+    with torch.autograd.graph.saved_tensors_hooks(s.pack, s.unpack):
+        y = _MaskDropout.apply(x, p)
+    keep = y.detach() != 0
+    torch.testing.assert_close(y.detach()[keep], x.detach()[keep] / (1 - p), rtol=1e-15, atol=0)
+    assert abs(keep.double().mean().item() - (1 - p)) < 0.01
+    w = torch.randn(x.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    (y * w).sum().backward()
+    torch.testing.assert_close(x.grad, w * keep / (1 - p), rtol=1e-15, atol=0)
+    assert s.total == x.numel()  # one bool per value

@@ -30,7 +30,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from plugins.layers.folnet_masks import FolnetMask
-from plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans
+from plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans, _MaskDropout, dropout  # noqa: F401
 from plugins.layers.symbolic_folnet import SymbolicJoinStream
 from plugins.layers.symbolic_transformer import SlotLayerNorm
 from plugins.torch_compile import call_eager
@@ -418,14 +418,14 @@ class FolnetLayer(nn.Module):
         if unary:
             u1 = u1 + F.dropout(sum(unary), p=self.dropout, training=self.training)
         if acc2 is not None:
-            u2 = acc2 if u2_res is not None else u2 + F.dropout(acc2, p=self.dropout, training=True)
+            u2 = acc2 if u2_res is not None else u2 + dropout(acc2, self.dropout, True, lean)
             if okf is not None:
                 u2 = u2 * okf
         u1 = u1 + F.dropout(self.ffn1(norm(self.ffn_ln1, u1, lean)), p=self.dropout, training=self.training)
         u2n = norm(self.ffn_ln2, u2, lean)
         u2T = u2n.transpose(1, 2) if dense else transposed_binary(u2n, mask)
         if self.training and self.dropout > 0:
-            u2 = u2 + F.dropout(self.ffn2(u2n, u2T, lean=lean), p=self.dropout, training=True)
+            u2 = u2 + dropout(self.ffn2(u2n, u2T, lean=lean), self.dropout, True, lean)
             u2 = u2 if okf is None else u2 * okf
         else:
             u2 = self.ffn2(u2n, u2T, residual=u2, ok=okf, lean=lean)  # (u2 + bool2) · ok in one pass

@@ -75,6 +75,32 @@ def _heads(t: Tensor, H: int) -> Tensor:
     return t.view(*t.shape[:-1], H, t.shape[-1] // H)
 
 
+class _MaskDropout(torch.autograd.Function):
+    """Dropout keeping a 1-byte mask for backward (on the CPU ``F.dropout`` keeps a mask of the
+    input's dtype, 4 bytes a value in fp32); same distribution (keep with 1 - p, scale 1/(1 - p))."""
+
+    @staticmethod
+    def forward(ctx, x, p: float):
+        keep = torch.empty(x.shape, dtype=torch.bool, device=x.device).bernoulli_(1.0 - p)
+        ctx.save_for_backward(keep)
+        ctx.scale = 1.0 / (1.0 - p)
+        return x * keep * ctx.scale
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        (keep,) = ctx.saved_tensors
+        return g * keep * ctx.scale, None
+
+
+def dropout(x: Tensor, p: float, training: bool, lean: bool) -> Tensor:
+    """``F.dropout``; with ``lean`` in training (not under --compile) through ``_MaskDropout``."""
+    if lean and training and 0.0 < p < 1.0 and torch.is_grad_enabled() and x.requires_grad \
+            and not torch.compiler.is_compiling():
+        return _MaskDropout.apply(x, p)
+    return F.dropout(x, p=p, training=training)
+
+
 class Cjoin(nn.Module):
     """c (U, U, B):  u_sh(x) = sum_a softmax_a(K_sh(a)) v_s(x, a)
 
@@ -505,7 +531,7 @@ class Trans(nn.Module):
         K = _channel_major(self.kernel, u2n, add_bias=False)  # (B, D2, X, A) raw logits
         if cpu_dense:
             P = torch.softmax(K, dim=-1, dtype=torch.float64 if K.dtype == torch.float64 else torch.float32)
-            P = F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:502-503
+            P = dropout(P, self.dropout, self.training, lean)  # folnet.py:502-503
             # lean (v computed from these u2n rows alone): v rebuilt in backward, not kept
             out = _matmul_premise(P, v.to(P.dtype), self.premise, u2n, None, lean).to(K.dtype)  # (B, D2, X, Y)
         elif self.training and self.dropout > 0:
