@@ -94,8 +94,10 @@ class _MaskDropout(torch.autograd.Function):
 
 
 def dropout(x: Tensor, p: float, training: bool, lean: bool) -> Tensor:
-    """``F.dropout``; with ``lean`` in training (not under --compile) through ``_MaskDropout``."""
-    if lean and training and 0.0 < p < 1.0 and torch.is_grad_enabled() and x.requires_grad \
+    """``F.dropout``; with ``lean`` in training on the CPU (not under --compile) through ``_MaskDropout``
+    (CUDA's ``F.dropout`` already keeps a 1-byte mask)."""
+    if lean and training and 0.0 < p < 1.0 and x.device.type == "cpu" and torch.is_grad_enabled() \
+            and x.requires_grad \
             and not torch.compiler.is_compiling():
         return _MaskDropout.apply(x, p)
     return F.dropout(x, p=p, training=training)
