@@ -35,14 +35,14 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import plugins  # noqa: E402,F401
+from nesyseq import plugins  # noqa: E402,F401
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import ARCH_CONFIG_REGISTRY  # noqa: E402
 from fairseq.models.roberta import RobertaModel  # noqa: E402
-from plugins.layers.folnet_masks import self_mask  # noqa: E402
-from plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans  # noqa: E402
-from plugins.layers.folnet_layer import BinaryBool, BoolFFN  # noqa: E402
-from plugins.models.folnet import FolnetConfig, FolnetModel  # noqa: E402
+from nesyseq.plugins.layers.folnet_masks import self_mask  # noqa: E402
+from nesyseq.plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans  # noqa: E402
+from nesyseq.plugins.layers.folnet_layer import BinaryBool, BoolFFN  # noqa: E402
+from nesyseq.plugins.models.folnet import FolnetConfig, FolnetModel  # noqa: E402
 
 
 def dictionary(n=1000):

@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_folnet import build_folnet, build_transformer, dictionary, make_batch  # noqa: E402
-from plugins.layers.folnet_layer import FolnetLayer  # noqa: E402
-from plugins.models import folnet_memory as fm  # noqa: E402
+from nesyseq.plugins.layers.folnet_layer import FolnetLayer  # noqa: E402
+from nesyseq.plugins.models import folnet_memory as fm  # noqa: E402
 
 MiB = 2 ** 20
 

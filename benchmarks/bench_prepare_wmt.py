@@ -73,7 +73,7 @@ print(json.dumps({"rss_self": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 OURS = r"""
 import resource, sys, json
-from nesyseq_cli.main import main
+from nesyseq.cli.main import main
 d, bpe, sample, workers = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 rc = main(["prepare", "wmt", "--train", d + "/train", "--valid", d + "/valid", "--test", d + "/test",
            "--out", d + "/ours_" + workers, "--bpe-size", bpe, "--spm-sample", sample,

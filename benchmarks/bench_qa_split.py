@@ -18,9 +18,9 @@ import torch
 from fairseq.data import Dictionary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nesyseq_common.atomic import atomic_write_text  # noqa: E402
-import plugins.models.qa_memnet as qm  # noqa: E402
-import plugins.models.qa_tpr as qt  # noqa: E402
+from nesyseq.common.atomic import atomic_write_text  # noqa: E402
+import nesyseq.plugins.models.qa_memnet as qm  # noqa: E402
+import nesyseq.plugins.models.qa_tpr as qt  # noqa: E402
 from tests.test_qa_vectorised import naive_split_story  # noqa: E402
 
 VECTORISED = qm.split_story

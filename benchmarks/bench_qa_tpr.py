@@ -18,7 +18,7 @@ import torch
 from fairseq.data import Dictionary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import plugins.models.qa_tpr as qt  # noqa: E402
+import nesyseq.plugins.models.qa_tpr as qt  # noqa: E402
 
 
 class _Task:

@@ -24,10 +24,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import plugins  # noqa: E402,F401
+from nesyseq import plugins  # noqa: E402,F401
 from fairseq import models  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
-from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel  # noqa: E402
+from nesyseq.plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel  # noqa: E402
 
 
 def build(arch: str, dictionary: Dictionary, device):

@@ -23,12 +23,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import plugins  # noqa: E402,F401  (registers the architectures)
+from nesyseq import plugins  # noqa: E402,F401  (registers the architectures)
 from fairseq import options  # noqa: E402
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.models import ARCH_MODEL_REGISTRY  # noqa: E402
 
-from plugins.torch_compile import compile_units  # noqa: E402
+from nesyseq.plugins.torch_compile import compile_units  # noqa: E402
 
 
 class _Task:

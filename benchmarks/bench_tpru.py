@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from plugins.layers.tpru import BiRecurrent, recurrent_param_count  # noqa: E402
+from nesyseq.plugins.layers.tpru import BiRecurrent, recurrent_param_count  # noqa: E402
 
 
 def step_time(enc, x, mask):

@@ -53,9 +53,9 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from triton_kernels import TransMask, allowed_masks, trans_reference  # noqa: E402
-from triton_kernels import trans_triton as tt  # noqa: E402
-from triton_kernels.eager import premise, trans_eager  # noqa: E402
+from nesyseq.triton_kernels import TransMask, allowed_masks, trans_reference  # noqa: E402
+from nesyseq.triton_kernels import trans_triton as tt  # noqa: E402
+from nesyseq.triton_kernels.eager import premise, trans_eager  # noqa: E402
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "tf32": torch.float32}
 KINDS = ("none", "causal", "prefix", "encdec")
@@ -362,7 +362,7 @@ def kernel_times(fn, ins, dout, backward) -> str:
 def module_rows(args, device, T, dname):
     """FOLNet's Trans module from channel-last atoms (B, T, T, D2), fwd+bwd, causal."""
     import torch.nn as nn
-    from plugins.layers.folnet_ops import Trans
+    from nesyseq.plugins.layers.folnet_ops import Trans
     dtype = DTYPES[dname]
     set_tf32(dname == "tf32")
     D2 = args.heads

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from triton_kernels import trans_triton as tt  # noqa: E402
+from nesyseq.triton_kernels import trans_triton as tt  # noqa: E402
 
 FWD = [dict(block_x=bx, block_y=by, block_a=ba, num_warps=w, num_stages=st) for bx, by, ba, w, st in [
     (128, 128, 32, 8, 3), (128, 128, 64, 8, 3), (128, 128, 64, 8, 2), (128, 256, 64, 8, 2), (128, 256, 32, 8, 3),
@@ -88,7 +88,7 @@ def run_case(kind, T, dname, H=64):
 
 
 def compile_only():
-    from triton_kernels.compile_check import compile_launch, ptxas_report, record_case
+    from nesyseq.triton_kernels.compile_check import compile_launch, ptxas_report, record_case
     for dname in ("bf16",):
         base = tt.default_config(DTYPES[dname], 1024)
         for group, cands in (("fwd", FWD), ("dk", DK), ("dv", DV)):

@@ -17,7 +17,7 @@ mkdir -p "$OUT/ck"
 RUNS=()
 for k in $KS; do
   data=$OUT/data_k$k
-  [ -d "$data/bin/taskb" ] || $PY -m nesyseq_cli.main prepare qa --generate --out "$data" --tasks b --k "$k" \
+  [ -d "$data/bin/taskb" ] || $PY -m nesyseq.cli.main prepare qa --generate --out "$data" --tasks b --k "$k" \
       --train-stories 10000 --test-stories 1000 --seed 0 >/dev/null
   for m in $MODELS; do for s in $SEEDS; do
     case $m in
@@ -29,4 +29,4 @@ for k in $KS; do
     RUNS+=(--run "model=$m,task=b-k$k,seed=$s,ckpt=$ck/checkpoint_best.pt,data=$data/bin/taskb")
   done; done
 done
-$PY -m nesyseq_cli.main evaluate qa --out "$OUT/report" "${RUNS[@]}"
+$PY -m nesyseq.cli.main evaluate qa --out "$OUT/report" "${RUNS[@]}"

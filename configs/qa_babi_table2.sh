@@ -45,7 +45,7 @@ fi
 read -r -a EXTRA_ARGS <<< "$EXTRA"
 data=$OUT/data
 if [ ! -f "$data/.done" ]; then
-  $PY -m nesyseq_cli.main prepare qa --source "$BABI" --out "$data" --tasks "$TASK" --seed 0 >/dev/null
+  $PY -m nesyseq.cli.main prepare qa --source "$BABI" --out "$data" --tasks "$TASK" --seed 0 >/dev/null
   touch "$data/.done"
 fi
 if [ -n "${RESTORE:-}" ]; then
@@ -57,7 +57,7 @@ if [ -n "${RESTORE:-}" ]; then
     exit 2; }
 fi
 test_file=$(ls "$BABI"/qa"${TASK}"_*_test.txt)
-$PY -m nesyseq_cli.main prepare qa-zero-shot --babi-file "$test_file" --out "$OUT/zero_shot" >/dev/null
+$PY -m nesyseq.cli.main prepare qa-zero-shot --babi-file "$test_file" --out "$OUT/zero_shot" >/dev/null
 mkdir -p "$OUT/ck"
 for m in $MODELS; do
   case $m in
@@ -85,7 +85,7 @@ for m in $MODELS; do
   done
   rep=$OUT/report/$m/seeds_$(echo $SEEDS | tr ' ' '-')
   mkdir -p "$rep"
-  $PY -m nesyseq_cli.main evaluate qa "${CKS[@]}" "${FILES[@]}" --data "$data/bin/task$TASK" \
+  $PY -m nesyseq.cli.main evaluate qa "${CKS[@]}" "${FILES[@]}" --data "$data/bin/task$TASK" \
       --out "$rep" > "$rep.log" 2>&1 || { tail -5 "$rep.log" >&2; exit 1; }
   echo "$rep/qa_external.md"
 done

@@ -23,7 +23,7 @@ source "$HERE/configs/qa_train.sh"
 RUNS=()
 for n in $NAMES; do
   data=$OUT/data_n$n
-  [ -d "$data/bin/task$TASK" ] || $PY -m nesyseq_cli.main prepare qa --generate --out "$data" --tasks "$TASK" \
+  [ -d "$data/bin/task$TASK" ] || $PY -m nesyseq.cli.main prepare qa --generate --out "$data" --tasks "$TASK" \
       --num-names "$n" --train-stories "$STORIES" --test-stories "$TEST_STORIES" --seed 0 >/dev/null
   for m in $MODELS; do for s in $SEEDS; do
     ck=$OUT/ck/${m}_n${n}_s$s
@@ -38,4 +38,4 @@ for n in $NAMES; do
     RUNS+=(--run "model=$m,task=$TASK,seed=$s,names=$n,ckpt=$ck/checkpoint_best.pt,data=$data/bin/task$TASK")
   done; done
 done
-$PY -m nesyseq_cli.main evaluate qa --out "$OUT/report" "${RUNS[@]}"
+$PY -m nesyseq.cli.main evaluate qa --out "$OUT/report" "${RUNS[@]}"

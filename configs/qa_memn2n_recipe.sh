@@ -17,7 +17,7 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python}
 data=$OUT/data
 if [ ! -f "$data/.done" ]; then
-  $PY -m nesyseq_cli.main prepare qa --generate --out "$data" --tasks "$TASK" \
+  $PY -m nesyseq.cli.main prepare qa --generate --out "$data" --tasks "$TASK" \
       --zero-shot rooms,objects,people --num-names 4 --train-stories 2000 --test-stories 200 --seed 0 >/dev/null
   touch "$data/.done"
 fi

@@ -54,7 +54,7 @@ MODEL_ARGS=(--arch tp_transformer_tiny --symbolic-embeddings --symbolic-output -
             --dropout 0.1)
 data=$OUT/data
 if [ ! -f "$data/.done" ]; then
-  $PY -m nesyseq_cli.main prepare qa --generate --out "$data" --tasks 1,2 --num-names "$NAMES" \
+  $PY -m nesyseq.cli.main prepare qa --generate --out "$data" --tasks 1,2 --num-names "$NAMES" \
       --train-stories "$TRAIN_STORIES" --test-stories "$TEST_STORIES" --seed "$DATA_SEED" >/dev/null
   touch "$data/.done"
 fi
@@ -108,7 +108,7 @@ task2_arm() {
   local opts="--encoder-layers $T2_LAYERS --relative-table $rel" optf=${start%.pt}.opts logf=${start%.pt}.log
   if [ ! "$start" -nt "$t1/checkpoint_best.pt" ] || { [ -f "$optf" ] && [ "$(cat "$optf")" != "$opts" ]; }; then
     # shellcheck disable=SC2086  # opts: four words, split on purpose
-    $PY -m nesyseq_cli.main convert warm-start --checkpoint "$t1/checkpoint_best.pt" \
+    $PY -m nesyseq.cli.main convert warm-start --checkpoint "$t1/checkpoint_best.pt" \
         --from-data "$T1" --to-data "$T2" $opts --out "$start" > "$logf"
     echo "$opts" > "$optf"
   fi
@@ -164,4 +164,4 @@ for s in $SEEDS; do
     done
   fi
 done
-$PY -m nesyseq_cli.main evaluate qa --out "$OUT/report" --label "bAbI-style, data seed $DATA_SEED" "${RUNS[@]}"
+$PY -m nesyseq.cli.main evaluate qa --out "$OUT/report" --label "bAbI-style, data seed $DATA_SEED" "${RUNS[@]}"

@@ -27,7 +27,7 @@ PY=${PYTHON:-python}
 source "$HERE/configs/qa_train.sh"
 data=$OUT/data
 if [ ! -f "$data/.done" ]; then
-  $PY -m nesyseq_cli.main prepare qa --generate --out "$data" --tasks "${TASKS// /,}" \
+  $PY -m nesyseq.cli.main prepare qa --generate --out "$data" --tasks "${TASKS// /,}" \
       --zero-shot "${KINDS// /,}" --num-names 4 --train-stories "$STORIES" --test-stories 200 --seed 0 >/dev/null
   touch "$data/.done"
 fi
@@ -49,4 +49,4 @@ for t in $TASKS; do for m in $MODELS; do for s in $SEEDS; do
     RUNS+=(--run "model=$m,task=$t,seed=$s,split=$split,subset=$sub,ckpt=$ck/checkpoint_best.pt,data=$data/bin/task$t")
   done
 done; done; done
-[ "$TRAIN_ONLY" = 1 ] || $PY -m nesyseq_cli.main evaluate qa --out "$OUT/report" "${RUNS[@]}"
+[ "$TRAIN_ONLY" = 1 ] || $PY -m nesyseq.cli.main evaluate qa --out "$OUT/report" "${RUNS[@]}"

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _table(rows) -> str:
-    from data_prep.entailment_data import HEURISTICS
+    from nesyseq.data_prep.entailment_data import HEURISTICS
 
     lines = ["| split | pairs | entailed % | " + " | ".join(HEURISTICS) + " | H1-H4 joint (fit on train) |",
              "|---|---|---|" + "---|" * (len(HEURISTICS) + 1)]
@@ -40,11 +40,11 @@ def run(args) -> int:
     import dataclasses
     import os
 
-    from data_prep.entailment_data import (DEFAULT_SPECS, SPLITS, FormulaError, generate_splits,
+    from nesyseq.data_prep.entailment_data import (DEFAULT_SPECS, SPLITS, FormulaError, generate_splits,
                                            heuristic_accuracy, joint_heuristic_accuracy, read_file,
                                            write_file)
-    from nesyseq_common.atomic import atomic_write_bytes
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.atomic import atomic_write_bytes
+    from nesyseq.common.errors import UserError
 
     if args.generate:
         sizes = {"train": args.train_size, "validate": args.valid_size}

@@ -159,7 +159,7 @@ def read_file(path: str) -> List[Example]:
 
 def write_file(path: str, examples: Iterable[Example]) -> None:
     """Atomic write (tmp + fsync + rename), 3 fields per line."""
-    from nesyseq_common.atomic import atomic_write_bytes
+    from nesyseq.common.atomic import atomic_write_bytes
 
     atomic_write_bytes(path, "".join(f"{ex.a},{ex.b},{ex.label}\n" for ex in examples).encode("utf-8"))
 

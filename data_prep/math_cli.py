@@ -47,16 +47,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     if args.list_modules:
-        from data_prep.math_generate import list_modules_text
+        from nesyseq.data_prep.math_generate import list_modules_text
 
         print(list_modules_text())
         return 0
     if not args.out:
         raise UserError("--out DIR is required (or --list-modules)")
-    from data_prep.math_pipeline import prepare_math
+    from nesyseq.data_prep.math_pipeline import prepare_math
 
     bin_dir = prepare_math(args.out, modules=args.modules, per_module=args.per_module,
                            test_per_module=args.test_per_module, seed=args.seed, workers=args.workers,

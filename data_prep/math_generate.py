@@ -39,7 +39,7 @@ Determinism
     both are seeded per job.  It also iterates over sets of strings
     (``random.choice(list(allowed_symbols))`` in ``Context.pop``), whose order
     depends on Python's string hashing, so jobs always run in worker subprocesses
-    (``python -m data_prep.math_generate --worker``) started with a fixed
+    (``python -m nesyseq.data_prep.math_generate --worker``) started with a fixed
     ``PYTHONHASHSEED``; sympy's cache is cleared
     before each job so a reused worker behaves like a fresh one.
 
@@ -62,7 +62,7 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from nesyseq_common.atomic import atomic_write_bytes
+from nesyseq.common.atomic import atomic_write_bytes
 
 TRAIN_SPLITS = ("train-easy", "train-medium", "train-hard")
 TEST_SPLITS = ("interpolate", "extrapolate")
@@ -74,7 +74,7 @@ FORMAT_VERSION = 1
 
 
 def _user_error(message: str) -> Exception:
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     return UserError(message)
 
@@ -111,7 +111,7 @@ def _entropy_fn(level: int, num_levels: int = 3):
 
 def _split_modules(split: str) -> Dict[str, object]:
     """Name -> problem function for one split (fresh module objects)."""
-    from data_prep.math_compat import load_generator
+    from nesyseq.data_prep.math_compat import load_generator
 
     modules = load_generator()
     if split in _DIFFICULTY:
@@ -269,7 +269,7 @@ def run_job(job: Job) -> dict:
 
     import numpy as np
 
-    from data_prep.math_compat import generate_settings
+    from nesyseq.data_prep.math_compat import generate_settings
 
     settings = generate_settings()
     try:
@@ -387,13 +387,13 @@ def _cost(job: Job) -> float:
 
 
 def _worker_command() -> List[str]:
-    return [sys.executable, "-m", "data_prep.math_generate", "--worker"]
+    return [sys.executable, "-m", "nesyseq.data_prep.math_generate", "--worker"]
 
 
 def _run_jobs(todo: List[Job], workers: int, seed: int, progress: bool) -> List[str]:
     """Run ``todo`` on ``workers`` worker processes, slowest jobs first.
 
-    Workers are plain subprocesses (``python -m data_prep.math_generate --worker``)
+    Workers are plain subprocesses (``python -m nesyseq.data_prep.math_generate --worker``)
     rather than a ``multiprocessing`` pool: they need their own fixed
     ``PYTHONHASHSEED`` (see the module docstring), and this way they never
     re-import the caller's ``__main__``.  Jobs and results travel as JSON lines.
@@ -482,7 +482,7 @@ def _worker_main() -> int:  # pragma: no cover - runs in the worker subprocesses
     warnings.simplefilter("ignore")
     out = sys.stdout
     sys.stdout = sys.stderr  # anything the generator prints must not corrupt the protocol
-    from data_prep.math_compat import load_generator
+    from nesyseq.data_prep.math_compat import load_generator
 
     load_generator()
     for line in sys.stdin:

@@ -1,6 +1,6 @@
 """Mathematics Dataset pipeline: generate -> preprocess -> binarize (one call).
 
-    from data_prep.math_pipeline import prepare_math
+    from nesyseq.data_prep.math_pipeline import prepare_math
     bin_dir = prepare_math("data/math", modules="algebra__linear_1d,arithmetic__add_*",
                            per_module=3000, seed=0, workers=2)
     # fairseq-train bin_dir --task translation -s src -t tgt ...   (selects on valid)
@@ -22,14 +22,14 @@ from __future__ import annotations
 import pathlib
 from typing import Optional
 
-from data_prep.math_generate import (  # noqa: F401  (re-exported API)
+from nesyseq.data_prep.math_generate import (  # noqa: F401  (re-exported API)
     default_test_per_module,
     generate_math,
     list_modules_text,
     module_names,
     resolve_modules,
 )
-from data_prep.math_preprocess import is_up_to_date, preprocess_math  # noqa: F401
+from nesyseq.data_prep.math_preprocess import is_up_to_date, preprocess_math  # noqa: F401
 
 __all__ = ["prepare_math", "generate_math", "preprocess_math", "resolve_modules", "module_names"]
 

@@ -65,8 +65,8 @@ import shutil
 import sys
 from typing import Dict, Iterator, List, Tuple
 
-from data_prep.math_generate import SPLITS, TEST_SPLITS, TRAIN_SPLITS
-from nesyseq_common.atomic import atomic_write_bytes
+from nesyseq.data_prep.math_generate import SPLITS, TEST_SPLITS, TRAIN_SPLITS
+from nesyseq.common.atomic import atomic_write_bytes
 
 SPACE = "\u2581"  # '▁', the visible placeholder for ' '
 UNK = "<unk>"
@@ -76,7 +76,7 @@ FORMAT_VERSION = 1
 
 
 def _user_error(message: str) -> Exception:
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     return UserError(message)
 
@@ -147,14 +147,14 @@ def select_raw(found: Dict[str, Dict[str, str]], modules: str = "*") -> Dict[str
     or -- for a file without a family among the train modules present -- when
     its own name matches a pattern.
     """
-    from data_prep.math_generate import extrapolate_family, resolve_modules
+    from nesyseq.data_prep.math_generate import extrapolate_family, resolve_modules
 
     train_names = sorted({m for s in TRAIN_SPLITS + ("interpolate",) for m in found.get(s, {})})
     extra_names = sorted(found.get("extrapolate", {}))
     try:
         selected, extra = resolve_modules(modules, train_names, extra_names)
     except Exception as exc:
-        from nesyseq_common.errors import UserError
+        from nesyseq.common.errors import UserError
 
         if isinstance(exc, UserError):
             raise _user_error(f"{exc} (modules found in the raw directory)") from None

@@ -19,7 +19,7 @@ Two naming schemes are understood (:func:`discover_tasks`):
 ``qa{N}_<name>_{train,test}.txt`` (the 1k and 10k folders; valid is held out of
 train later) and ``qa{N}_{train,valid,test}.txt`` (the en-valid folders).
 
-Malformed input raises :class:`nesyseq_common.errors.UserError` with ``file:line``.
+Malformed input raises :class:`nesyseq.common.errors.UserError` with ``file:line``.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 SENTENCE_END = "."   # token that closes every story sentence in the flat source
 QUESTION_END = "?"   # token that closes the question

@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def zero_shot_kinds(text):
     """argparse type: comma-separated zero-shot kinds (also `prepare qa-zero-shot --kinds`)."""
-    from data_prep.qa_generate import ZERO_SHOT
+    from nesyseq.data_prep.qa_generate import ZERO_SHOT
 
     kinds = [k.strip() for k in text.split(",") if k.strip()]
     bad = [k for k in kinds if k not in ZERO_SHOT]
@@ -63,7 +63,7 @@ def zero_shot_kinds(text):
 
 
 def run(args) -> int:
-    from data_prep.qa_pipeline import prepare_qa
+    from nesyseq.data_prep.qa_pipeline import prepare_qa
 
     out = prepare_qa(args.out, source=args.source, generate=args.generate, tasks=args.tasks,
                      train_file=args.train, valid_file=args.valid, test_file=args.test,

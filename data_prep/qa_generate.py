@@ -27,7 +27,7 @@ import hashlib
 import random
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 TASKS = ("1", "2", "3", "5", "b")
 ZERO_SHOT = ("rooms", "objects", "people", "all")   # all: the three kinds unseen at once (ours)

@@ -9,9 +9,9 @@ import shutil
 from collections import Counter
 from typing import Dict, List, Optional
 
-from data_prep.qa_babi import QAExample, discover_tasks, parse_babi_file
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
+from nesyseq.data_prep.qa_babi import QAExample, discover_tasks, parse_babi_file
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
 
 
 def _valid_split(examples: List[QAExample], fraction: float, seed: int, task) -> tuple:
@@ -93,7 +93,7 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
     wanted = None if tasks is None else [t.strip().lower() for t in tasks.split(",") if t.strip()]
     meta = {"seed": seed, "memory_size": memory_size, "valid_fraction": valid_fraction}
     if generate:
-        from data_prep.qa_generate import generate_task
+        from nesyseq.data_prep.qa_generate import generate_task
 
         wanted = wanted or ["1"]
         raw = out / "raw"

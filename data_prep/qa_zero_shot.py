@@ -27,8 +27,8 @@ import re
 import sys
 from typing import Dict, List, Sequence
 
-from data_prep.qa_generate import ZERO_SHOT
-from nesyseq_common.errors import UserError
+from nesyseq.data_prep.qa_generate import ZERO_SHOT
+from nesyseq.common.errors import UserError
 
 # The entities of the bAbI tasks (tasks_1-20_v1-2, en and en-10k; tasks 1-3 and 5 use these).
 # rooms: the paper's list, its order; objects and people: every object / person of tasks 1-3, 5.
@@ -91,8 +91,8 @@ def rename_lines(lines: Sequence[str], mapping: Dict[str, str], path: str = "<st
 
 def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
     """Write ``out/{stem}_{kind}.txt`` for each kind; returns the paths."""
-    from data_prep.qa_babi import parse_babi_lines, read_babi_lines
-    from nesyseq_common.atomic import atomic_write_bytes
+    from nesyseq.data_prep.qa_babi import parse_babi_lines, read_babi_lines
+    from nesyseq.common.atomic import atomic_write_bytes
 
     lines = read_babi_lines(babi_file)
     parse_babi_lines(lines, babi_file, None)        # a malformed input names its file:line here
@@ -126,7 +126,7 @@ def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from data_prep.qa_cli import zero_shot_kinds
+    from nesyseq.data_prep.qa_cli import zero_shot_kinds
 
     parser.add_argument("--babi-file", action="append", required=True, metavar="FILE",
                         help="a bAbI-format test file (repeatable)")

@@ -1,7 +1,7 @@
 """Build a small real en-de parallel corpus from the German gettext catalogs (.po)
 that PyPI packages ship, e.g. Django (BSD-3-Clause) and Sphinx (BSD-2-Clause).
 
-    python -m data_prep.wmt_po_corpus --wheel django-5.2.19-py3-none-any.whl \
+    python -m nesyseq.data_prep.wmt_po_corpus --wheel django-5.2.19-py3-none-any.whl \
         --wheel sphinx-9.0.4-py3-none-any.whl --out /tmp/po-ende
     -> /tmp/po-ende/{train,valid,test}.{en,de}
 
@@ -21,8 +21,8 @@ import zipfile
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
 
 _PLACEHOLDER = re.compile(r"\s+")
 

@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
-from nesyseq_common.fairseq_cli import fairseq_bin, small_cpu_env
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
+from nesyseq.common.fairseq_cli import fairseq_bin, small_cpu_env
 
 _WS = re.compile(r"\s+")
 

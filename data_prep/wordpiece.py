@@ -140,8 +140,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from nesyseq_common.atomic import atomic_write
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.atomic import atomic_write
+    from nesyseq.common.errors import UserError
     try:
         tok = WordPiece(args.vocab, cased=args.cased)
     except ValueError as exc:

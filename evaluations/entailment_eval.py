@@ -17,7 +17,7 @@ import io
 import os
 from pathlib import Path
 
-from nesyseq_common.atomic import atomic_write_bytes
+from nesyseq.common.atomic import atomic_write_bytes
 
 DEFAULT_SPLITS = "validate,test_easy,test_hard,test_big,test_massive,test_exam"
 
@@ -49,10 +49,10 @@ def accuracy(model, task, split: str, batch_size: int) -> float:
 
 
 def score_checkpoint(path: str, data: str, splits, batch_size: int):
-    import plugins  # noqa: F401  (registers the task and model)
+    from nesyseq import plugins  # noqa: F401  (registers the task and model)
     from fairseq import checkpoint_utils
 
-    from plugins.layers.tpru import recurrent_param_count
+    from nesyseq.plugins.layers.tpru import recurrent_param_count
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
     model = models[0].eval()
@@ -79,7 +79,7 @@ def write_reports(rows, splits, out: Path):
     for r in rows:
         md.append("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |")
     atomic_write_bytes(str(out / "accuracy.md"), ("\n".join(md) + "\n").encode())
-    from evaluations.plotting import pyplot, save_png
+    from nesyseq.evaluations.plotting import pyplot, save_png
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -120,7 +120,7 @@ def write_curves(curves, out: Path, split: str = "validate") -> None:
     for name, pts in curves.items():
         w.writerows([name, u, a] for u, a in pts)
     atomic_write_bytes(str(out / "curves.csv"), buf.getvalue().encode())
-    from evaluations.plotting import pyplot, save_png
+    from nesyseq.evaluations.plotting import pyplot, save_png
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -135,7 +135,7 @@ def write_curves(curves, out: Path, split: str = "validate") -> None:
 
 def _name_and_path(spec: str, flag: str, placeholder: str, kind: str, exists):
     """``NAME=PATH`` -> (NAME, PATH); one-line errors name the flag (bad form, missing ``kind``)."""
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     if "=" not in spec:
         raise UserError(f"{flag} {spec!r}: expected NAME={placeholder}")
@@ -146,7 +146,7 @@ def _name_and_path(spec: str, flag: str, placeholder: str, kind: str, exists):
 
 
 def run(args) -> int:
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     splits = [s for s in args.splits.split(",") if s]
     rows = []

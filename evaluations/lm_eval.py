@@ -14,9 +14,9 @@ import io
 import json
 from pathlib import Path
 
-from nesyseq_common.atomic import atomic_write_text
-from nesyseq_common.errors import UserError
-from nesyseq_common.fairseq_cli import USER_DIR
+from nesyseq.common.atomic import atomic_write_text
+from nesyseq.common.errors import UserError
+from nesyseq.common.fairseq_cli import USER_DIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from evaluations.plotting import pyplot, save_png
-from nesyseq_common.atomic import atomic_write_bytes
+from nesyseq.evaluations.plotting import pyplot, save_png
+from nesyseq.common.atomic import atomic_write_bytes
 
 SPLITS = ("interpolate", "extrapolate")
 _STEP_RE = re.compile(r"checkpoint_\d+_(\d+)\.pt$")
@@ -54,7 +54,7 @@ def checkpoint_steps(path: Path) -> Optional[int]:
         return int(m.group(1))
     from fairseq import checkpoint_utils
 
-    import plugins  # noqa: F401  (safe globals for weights_only loading)
+    from nesyseq import plugins  # noqa: F401  (safe globals for weights_only loading)
 
     state = checkpoint_utils.load_checkpoint_to_cpu(str(path))
     history = state.get("optimizer_history") or [{}]

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from data_prep.math_preprocess import decode_chars
-from evaluations.math_compare import Entry, checkpoint_steps, format_steps, write_comparison
-from evaluations.plotting import pyplot, save_png
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
-from nesyseq_common.fairseq_cli import USER_DIR, fairseq_generate
-from nesyseq_common.generate_output import read_generate_output
+from nesyseq.data_prep.math_preprocess import decode_chars
+from nesyseq.evaluations.math_compare import Entry, checkpoint_steps, format_steps, write_comparison
+from nesyseq.evaluations.plotting import pyplot, save_png
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
+from nesyseq.common.fairseq_cli import USER_DIR, fairseq_generate
+from nesyseq.common.generate_output import read_generate_output
 
 SUBSETS = OrderedDict([("test", "interpolate"), ("test1", "extrapolate")])
 # fairseq-generate prints T-lines with escape_unk=True: an unknown target symbol is "<<unk>>"

@@ -3,7 +3,7 @@ import io
 import logging
 from pathlib import Path
 
-from nesyseq_common.atomic import atomic_write_bytes
+from nesyseq.common.atomic import atomic_write_bytes
 
 
 def pyplot():

@@ -45,9 +45,9 @@ import statistics
 from pathlib import Path
 from typing import Dict, List
 
-from evaluations.seed_stats import aggregate
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
+from nesyseq.evaluations.seed_stats import aggregate
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
 
 REQUIRED = ("model", "task", "seed", "ckpt", "data")
 
@@ -169,7 +169,7 @@ def load_state(ckpt: str, data: str) -> dict:
     """``ckpt`` read once (fairseq's loader, weights_only) with its data folder set to ``data``."""
     from fairseq import checkpoint_utils
 
-    import plugins  # noqa: F401  registers the models/tasks and the checkpoint safe globals
+    from nesyseq import plugins  # noqa: F401  registers the models/tasks and the checkpoint safe globals
 
     if not Path(ckpt).is_file():
         raise UserError(f"--run ckpt={ckpt}: no such file")
@@ -295,7 +295,7 @@ def markdown(rows: List[Dict[str, str]], label: str) -> str:
 
 
 def write_reports(rows: List[Dict[str, str]], out: Path, label: str) -> Dict[str, Path]:
-    from evaluations.plotting import pyplot, save_png
+    from nesyseq.evaluations.plotting import pyplot, save_png
 
     out.mkdir(parents=True, exist_ok=True)
     fields = ["model", "task", "seed", "names", "split", "subset", "beta", "error", "questions", "ckpt", "data",
@@ -341,7 +341,7 @@ def run(args) -> int:
     if getattr(args, "babi_file", None):
         if args.run:
             raise UserError("give either --run or --checkpoint/--babi-file, not both")
-        from evaluations.qa_external import run_external
+        from nesyseq.evaluations.qa_external import run_external
 
         return run_external(args)
     if not args.run or not args.out:

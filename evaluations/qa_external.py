@@ -22,15 +22,15 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from evaluations.seed_stats import aggregate
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
+from nesyseq.evaluations.seed_stats import aggregate
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
 
 
 def _load_state(ckpt: str):
     from fairseq import checkpoint_utils
 
-    import plugins  # noqa: F401  registers models/tasks and the checkpoint safe globals
+    from nesyseq import plugins  # noqa: F401  registers models/tasks and the checkpoint safe globals
 
     if not Path(ckpt).is_file():
         raise UserError(f"--checkpoint {ckpt}: no such file")
@@ -92,7 +92,7 @@ def load_with_words(ckpt: str, words: List[str], data: Optional[str] = None):
 
 def _file_tokens(babi_file: str) -> List[str]:
     """Words of a (parsed, so well-formed) bAbI file, each line once: text, and answer on question lines."""
-    from data_prep.qa_babi import read_babi_lines, tokenize
+    from nesyseq.data_prep.qa_babi import read_babi_lines, tokenize
 
     out = []
     for line in read_babi_lines(babi_file):
@@ -112,7 +112,7 @@ def evaluate_babi_file(ckpt: str, babi_file: str, data: Optional[str] = None, me
     import torch
     from fairseq.data import LanguagePairDataset
 
-    from data_prep.qa_babi import parse_babi_file
+    from nesyseq.data_prep.qa_babi import parse_babi_file
 
     if memory_size is None:
         meta = Path(data or _load_state(ckpt)["cfg"].task.data or "") / "qa_meta.json"

@@ -12,9 +12,9 @@ from typing import List, Tuple
 
 import torch
 
-from data_prep.math_preprocess import SPACE
-from evaluations.plotting import pyplot, save_png
-from nesyseq_common.errors import UserError
+from nesyseq.data_prep.math_preprocess import SPACE
+from nesyseq.evaluations.plotting import pyplot, save_png
+from nesyseq.common.errors import UserError
 
 
 def kmeans(x: torch.Tensor, k: int, iters: int = 50, seed: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -42,7 +42,7 @@ def kmeans(x: torch.Tensor, k: int, iters: int = 50, seed: int = 0) -> Tuple[tor
 
 
 def load_model(checkpoint: Path, data: Path):
-    import plugins  # noqa: F401  (registers tp_transformer)
+    from nesyseq import plugins  # noqa: F401  (registers tp_transformer)
     from fairseq import checkpoint_utils
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 from typing import List, Optional
 
-from nesyseq_common.atomic import atomic_write_bytes
-from nesyseq_common.errors import UserError
-from nesyseq_common.fairseq_cli import USER_DIR, fairseq_generate
-from nesyseq_common.generate_output import read_generate_output
+from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.errors import UserError
+from nesyseq.common.fairseq_cli import USER_DIR, fairseq_generate
+from nesyseq.common.generate_output import read_generate_output
 
 
 def read_hypotheses(path: Path, n: int) -> List[str]:

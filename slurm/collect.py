@@ -22,8 +22,8 @@ import statistics
 from collections import OrderedDict
 from pathlib import Path
 
-from nesyseq_common.errors import UserError
-from slurm.status import load_jobs
+from nesyseq.common.errors import UserError
+from nesyseq.slurm.status import load_jobs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +57,7 @@ def _result_csv(rec: dict) -> Path:
 
 
 def collect(run_dir, stage="evaluate", metric=None):
-    from nesyseq_common.atomic import atomic_write_bytes
+    from nesyseq.common.atomic import atomic_write_bytes
 
     run_dir = Path(run_dir).resolve()
     recs = [r for r in load_jobs(run_dir)["jobs"] if r["stage"] == stage]
@@ -131,7 +131,7 @@ def collect(run_dir, stage="evaluate", metric=None):
     atomic_write_bytes(str(run_dir / "collect.csv"), buf.getvalue().encode())
     atomic_write_bytes(str(run_dir / "collect.md"), ("\n".join(md) + "\n").encode())
 
-    from evaluations.plotting import pyplot, save_png
+    from nesyseq.evaluations.plotting import pyplot, save_png
 
     plt = pyplot()
     plotted = [k for k in groups if groups[k].get(metric)]

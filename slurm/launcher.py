@@ -19,7 +19,7 @@ import time
 import zlib
 from pathlib import Path
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 JOBS_FILE = "jobs.json"
 
@@ -134,7 +134,7 @@ def _executor(args, folder: Path, params: dict):
 def _write_job_folder(job, commit: str) -> None:
     from omegaconf import OmegaConf
 
-    from nesyseq_common.atomic import atomic_write_text
+    from nesyseq.common.atomic import atomic_write_text
 
     job.folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(job.folder / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(job.config)))
@@ -143,8 +143,8 @@ def _write_job_folder(job, commit: str) -> None:
 
 
 def run(args) -> int:
-    from slurm.experiment import build_plan, git_commit
-    from slurm.stage import StageJob, stage_complete
+    from nesyseq.slurm.experiment import build_plan, git_commit
+    from nesyseq.slurm.stage import StageJob, stage_complete
 
     name = Path(args.experiment).stem
     run_dir = Path(args.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
@@ -222,7 +222,7 @@ def run(args) -> int:
 def _write_jobs(run_dir: Path, experiment: str, commit: str, executor: str, records) -> None:
     """RUN_DIR/jobs.json, the one record `status` and `collect` read: the same keys whether the
     launch finished or a local stage failed (then it lists the jobs up to the failed one)."""
-    from nesyseq_common.atomic import atomic_write_text
+    from nesyseq.common.atomic import atomic_write_text
 
     atomic_write_text(run_dir / JOBS_FILE, json.dumps({"experiment": experiment, "git_commit": commit,
                                                        "executor": executor, "jobs": records}, indent=2) + "\n")

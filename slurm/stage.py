@@ -21,7 +21,7 @@ from typing import List, Optional
 
 import submitit
 
-from nesyseq_common.atomic import atomic_write_text
+from nesyseq.common.atomic import atomic_write_text
 
 DONE = "DONE.json"
 PREEMPTED = "preempted"  # rank 0 touches it before stopping its child on USR2

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, Optional
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 ERROR_RE = re.compile(r"(Error|Exception|error:|FAILED|Traceback|not requeued)", re.I)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import plugins  # noqa: F401  (registers the models)
+from nesyseq import plugins  # noqa: F401  (registers the models)
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 

@@ -4,7 +4,7 @@ Every end-to-end test starts fairseq's or nesyseq's command line in a new Python
 most of such a process's CPU time on the 2-core CI machine is importing torch and fairseq
 (about 4 s of a tiny training run's 5-10 s).  Here one process per pytest worker (the
 *server*) imports them, and the tests' ``subprocess`` calls of ``python -m fairseq_cli.*`` /
-``-m nesyseq_cli.main`` and of the ``fairseq-*`` / ``nesyseq`` scripts become a small *shim*
+``-m nesyseq.cli.main`` and of the ``fairseq-*`` / ``nesyseq`` scripts become a small *shim*
 process (``python -S`` running this file: standard library only, ~20 ms to start) that hands
 its argv, environment, working directory and stdin/stdout/stderr to the server, which forks a
 child to run the command and reports its exit status.  To the test nothing changes: it still
@@ -29,11 +29,11 @@ import struct
 import sys
 
 INTERCEPT_MODULES = ("fairseq_cli.train", "fairseq_cli.generate", "fairseq_cli.preprocess",
-                     "fairseq_cli.eval_lm", "fairseq_cli.hydra_train", "nesyseq_cli.main")
+                     "fairseq_cli.eval_lm", "fairseq_cli.hydra_train", "nesyseq.cli.main")
 INTERCEPT_SCRIPTS = ("fairseq-train", "fairseq-generate", "fairseq-preprocess", "fairseq-eval-lm",
                      "fairseq-hydra-train", "nesyseq")
-OURS = ("plugins", "user_dir", "triton", "triton_kernels", "data_prep", "evaluations", "nesyseq_cli",
-        "nesyseq_common", "slurm")
+OURS = ("plugins", "user_dir", "triton", "triton_kernels", "data_prep", "evaluations", "nesyseq.cli",
+        "nesyseq.common", "slurm")
 
 
 def _send(conn, obj, fds=()):

@@ -52,7 +52,7 @@ def prepare_tiny_task1(out):
     per epoch at batch 32: fairseq batches by length) into OUT; returns its bin/task1 folder."""
     import subprocess
     import sys
-    subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "prepare", "qa", "--generate", "--out", str(out),
+    subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "prepare", "qa", "--generate", "--out", str(out),
                     "--tasks", "1", "--num-names", "10", "--train-stories", "60", "--test-stories", "10"],
                    check=True, capture_output=True)
     return out / "bin" / "task1"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from plugins import fairseq_fixes
-from plugins.fairseq_fixes import resolve_bf16_tpu, tpu_requested_explicitly
+from nesyseq.plugins import fairseq_fixes
+from nesyseq.plugins.fairseq_fixes import resolve_bf16_tpu, tpu_requested_explicitly
 
 REPO = Path(__file__).resolve().parents[1]
 

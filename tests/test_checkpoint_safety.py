@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import plugins  # noqa: F401  (registers the safe globals)
+from nesyseq import plugins  # noqa: F401  (registers the safe globals)
 from fairseq import checkpoint_utils
-from plugins.checkpoint_safety import SAFE_GLOBALS
+from nesyseq.plugins.checkpoint_safety import SAFE_GLOBALS
 
 REPO = Path(__file__).resolve().parents[1]
 

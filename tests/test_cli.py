@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nesyseq_cli.main import COMMANDS, build_parser
+from nesyseq.cli.main import COMMANDS, build_parser
 
 NESYSEQ = Path(sys.executable).parent / "nesyseq"
 
@@ -67,7 +67,7 @@ HEAVY = ("torch", "fairseq", "numpy", "matplotlib")
 
 def _imports_after(argv):
     """Heavy modules imported by ``nesyseq ARGV`` (run in a fresh interpreter)."""
-    code = ("import sys\nfrom nesyseq_cli.main import main\n"
+    code = ("import sys\nfrom nesyseq.cli.main import main\n"
             "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
     p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
@@ -85,10 +85,10 @@ def test_help_imports_no_torch_or_fairseq(argv):
 
 def test_subcommand_help_imports_its_own_module():
     # a subcommand's --help imports its module (for its options) and no other
-    p = subprocess.run([sys.executable, "-c", "import sys\nfrom nesyseq_cli.main import main\n"
+    p = subprocess.run([sys.executable, "-c", "import sys\nfrom nesyseq.cli.main import main\n"
                         "try:\n    main(['prepare', 'math', '--help'])\nexcept SystemExit:\n    pass\n"
-                        "print('data_prep.math_cli' in sys.modules, "
-                        "'evaluations.math_eval' in sys.modules)"],
+                        "print('nesyseq.data_prep.math_cli' in sys.modules, "
+                        "'nesyseq.evaluations.math_eval' in sys.modules)"],
                        capture_output=True, text=True, timeout=120)
     assert p.stdout.strip().splitlines()[-1] == "True False"
     assert "--per-module" in p.stdout

@@ -5,7 +5,7 @@ Reference: the picks and means written out by hand for the tables below."""
 import csv
 import json
 
-from slurm.collect import collect
+from nesyseq.slurm.collect import collect
 
 HEADER = "model,task,seed,names,split,subset,beta,error,questions,ckpt,data,valid_loss"
 

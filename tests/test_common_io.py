@@ -1,10 +1,10 @@
-"""nesyseq_common.atomic and nesyseq_common.generate_output: the writer every package uses
+"""nesyseq.common.atomic and nesyseq.common.generate_output: the writer every package uses
 and the reader of fairseq-generate's output that every evaluator uses."""
 import pytest
 
-from nesyseq_common.atomic import atomic_write, atomic_write_bytes, atomic_write_text
-from nesyseq_common.errors import UserError
-from nesyseq_common.generate_output import read_generate_output
+from nesyseq.common.atomic import atomic_write, atomic_write_bytes, atomic_write_text
+from nesyseq.common.errors import UserError
+from nesyseq.common.generate_output import read_generate_output
 
 
 def test_atomic_write_replaces_the_file_whole(tmp_path):
@@ -73,7 +73,7 @@ def test_read_generate_output_names_the_duplicate_line(tmp_path):
 
 
 def test_wmt_hypotheses_in_input_order_and_a_missing_one_is_named(tmp_path):
-    from evaluations.wmt_eval import read_hypotheses
+    from nesyseq.evaluations.wmt_eval import read_hypotheses
 
     path = tmp_path / "generate-test.txt"
     path.write_text("S-1\tb\nH-1\t-0.2\tzwei\nH-0\t-0.1\teins\nH-0\t-0.9\tworse\nH-2\t-0.5\n", encoding="utf-8")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import plugins  # noqa: F401
-from plugins.torch_compile import compile_modules, compile_units, is_compiled
+from nesyseq import plugins  # noqa: F401
+from nesyseq.plugins.torch_compile import compile_modules, compile_units, is_compiled
 from tests.decoding_helpers import incremental_outputs
 from tests.folnet_helpers import build as folnet_build, random_tokens
 from tests.test_tp_transformer import build as tp_build, make_dict
@@ -238,7 +238,7 @@ def test_cli_and_hydra_spell_the_flag():
     from fairseq.utils import safe_getattr
     from omegaconf import OmegaConf
 
-    from plugins.models.tp_transformer import TPTransformerConfig
+    from nesyseq.plugins.models.tp_transformer import TPTransformerConfig
 
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, ["/nonexistent", "--task", "translation",

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from data_prep.entailment_data import (DEFAULT_SPECS, HEURISTICS, Example, FormulaError, generate_splits,
+from nesyseq.data_prep.entailment_data import (DEFAULT_SPECS, HEURISTICS, Example, FormulaError, generate_splits,
                                        heuristic_accuracy, heuristic_predictions, joint_heuristic_accuracy,
                                        nnf_literals, parse_formula, read_file, to_string, write_file)
 
@@ -124,7 +124,7 @@ def test_prepare_source_reads_test_exam(tmp_path):
     the H columns all 0, no newline after the last line. ``prepare entailment --source`` keeps it."""
     import argparse
 
-    from data_prep import entailment_cli
+    from nesyseq.data_prep import entailment_cli
 
     src = tmp_path / "src"
     src.mkdir()
@@ -177,8 +177,8 @@ def test_reader_rejects_with_file_and_line(tmp_path, bad, why):
 
 
 def test_no_duplicates_even_in_a_tiny_formula_space(monkeypatch):
-    import data_prep.entailment_data as ed
-    from data_prep.entailment_data import SplitSpec
+    import nesyseq.data_prep.entailment_data as ed
+    from nesyseq.data_prep.entailment_data import SplitSpec
     monkeypatch.setattr(ed, "LETTERS", "ab")        # few distinct formulas: collisions are certain
     specs = {"train": SplitSpec(300, 2, 1, 2), "validate": SplitSpec(100, 2, 1, 2)}
     out = generate_splits(specs, seed=0)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm.experiment import build_plan, experiment_names
+from nesyseq.slurm.experiment import build_plan, experiment_names
 
 REPO = Path(__file__).resolve().parents[1]
 # the keys an experiment leaves to the user (???), with any value of the right kind
@@ -25,7 +25,7 @@ def _accepts(argv, tmp_path):
     on an unknown option or a missing required one)."""
     prog = Path(argv[0]).name
     if prog == "nesyseq":
-        from nesyseq_cli.main import build_parser, selected_command
+        from nesyseq.cli.main import build_parser, selected_command
 
         build_parser(only=[selected_command(argv[1:])]).parse_args(argv[1:])
         return
@@ -100,7 +100,7 @@ def test_armed_stages_run_once_per_value_and_read_their_own_arm(tmp_path):
 
 
 def test_bad_arms_are_refused_naming_the_file_and_stage(tmp_path):
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     for override, words in (("t2_relative_table=keep keep", "names keep twice"),
                             ("t2_relative_table=", "is empty")):
@@ -118,7 +118,7 @@ def test_qa_experiment_runs_end_to_end_locally(tmp_path):
     run_dir = tmp_path / "qa run"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     # KEY=VALUE both before and after the options (main.py hands the late ones to launch)
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa", "train_stories=60",
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "launch", "qa", "train_stories=60",
                         "--executor", "local", "--run-dir", str(run_dir), "test_stories=10", "max_epoch=3",
                         "ls_epochs=1"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -133,7 +133,7 @@ def test_qa_experiment_runs_end_to_end_locally(tmp_path):
     log = (run_dir / "train" / "stage.log").read_text()
     assert "num_updates" in log and "memn2n_step" in (run_dir / "train" / "command.txt").read_text()
     # nesyseq collect reads the evaluation's CSV: one row per test file, its error from the json
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     md = (run_dir / "collect.md").read_text().splitlines()
@@ -152,18 +152,18 @@ def test_qa_tp_curriculum_runs_end_to_end_locally(tmp_path):
     listed on a tie), and `nesyseq collect` averages each row over the seeds."""
     run_dir = tmp_path / "curriculum"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "qa_tp_curriculum", "--executor", "local",
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "launch", "qa_tp_curriculum", "--executor", "local",
                         "--run-dir", str(run_dir), "--array", "seed=0,1", "train_stories=40", "test_stories=8",
                         "num_names=4", "t1_updates=6", "t2_updates=4", "relative_buckets=6",
                         "t2_encoder_layers=4", "t2_relative_table=zero keep"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     # nesyseq collect: one row per task over the two seeds (seed and ckpt name the member)
-    r = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
+    r = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "collect", str(run_dir)], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     import torch
-    import plugins.checkpoint_safety  # noqa: F401
+    import nesyseq.plugins.checkpoint_safety  # noqa: F401
 
     def best(s, table):   # an arm's checkpoint_best, read here, not by the evaluation
         return run_dir / "train_task2" / f"seed={s}" / f"t2_relative_table={table}" / "checkpoints" / "checkpoint_best.pt"

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import plugins  # noqa: F401  (applies the fixes)
+from nesyseq import plugins  # noqa: F401  (applies the fixes)
 from fairseq.data import FairseqDataset, data_utils
 from fairseq.tasks import FairseqTask
-from plugins import fairseq_fixes
+from nesyseq.plugins import fairseq_fixes
 from tests.qa_helpers import lr_per_epoch, prepare_tiny_task1, same_weights
 
 
@@ -179,7 +179,7 @@ def _train_log(data, save_dir, *extra, as_module=False):
     import subprocess
     import sys
 
-    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
+    from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin
     entry = [sys.executable, "-m", "fairseq_cli.train"] if as_module else [fairseq_bin("fairseq-train")]
     cmd = [*entry, data, "--user-dir", USER_DIR, "--task", "babi_qa", "--arch", "memnet_babi",
            "--embed-dim", "16", "--hops", "2", "--max-story", "40", "--criterion", "cross_entropy",

@@ -9,8 +9,8 @@ import torch
 
 from folnet_helpers import build, random_tokens, single_thread  # noqa: F401
 
-from plugins.layers.folnet_masks import self_mask
-from plugins.layers.folnet_ops import Cjoin
+from nesyseq.plugins.layers.folnet_masks import self_mask
+from nesyseq.plugins.layers.folnet_ops import Cjoin
 
 B, T, H, S, D2 = 2, 6, 2, 3, 4
 

@@ -78,7 +78,7 @@ def test_folnet_lm_language_modeling(mono_data, tmp_path):
     assert stock, out[-2000:]
     # `nesyseq evaluate lm` (the folnet_lm experiment's evaluate stage): the same loss as the stock
     # tool's log line, in a CSV that `nesyseq collect` reads
-    out2 = run([sys.executable, "-m", "nesyseq_cli.main", "evaluate", "lm", data, "--path", last_checkpoint(save),
+    out2 = run([sys.executable, "-m", "nesyseq.cli.main", "evaluate", "lm", data, "--path", last_checkpoint(save),
                 "--tokens-per-sample", "32", "--gen-subset", "valid", "--cpu", "--out", tmp_path / "res",
                 "--fairseq-args", "--batch-size 8"], REPO)
     assert "perplexity" in out2
@@ -133,7 +133,7 @@ def test_folnet_lm_prefix_lm(tmp_path):
 
 def math_pairs(tmp):
     """Tiny Mathematics Dataset data from DeepMind's generator, via the project pipeline."""
-    from data_prep.math_pipeline import prepare_math
+    from nesyseq.data_prep.math_pipeline import prepare_math
 
     return Path(prepare_math(tmp / "math", modules="arithmetic__add_or_sub", per_module=120,
                              test_per_module=8, seed=1, workers=1, progress=False))
@@ -161,7 +161,7 @@ def rescore_matches_generate(out, data, checkpoint):
     import torch
     from fairseq import checkpoint_utils
 
-    import plugins  # noqa: F401
+    from nesyseq import plugins  # noqa: F401
 
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)],
                                                                     arg_overrides={"data": str(data)})

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from folnet_helpers import single_thread  # noqa: F401
 
-from plugins.layers.folnet_layer import BinaryBool, _BinaryBoolFn
+from nesyseq.plugins.layers.folnet_layer import BinaryBool, _BinaryBoolFn
 
 
 def _plain_bool(m, u, uT, residual, ok):
@@ -66,7 +66,7 @@ def test_binary_bool_gradcheck(monkeypatch):
 
 
 def _layer_and_inputs(B=2, T=6, seed=0):
-    from plugins.layers.folnet_layer import FolnetLayer
+    from nesyseq.plugins.layers.folnet_layer import FolnetLayer
     torch.manual_seed(seed)
     layer = FolnetLayer(d1=6, d2=4, heads=2, ffn1=7, ffn2=6, unary_ops="cjm", binary_ops="apt",
                         trans_impl="torch").double().eval()
@@ -83,7 +83,7 @@ def test_dense_mask_path_equals_masked_path():
     """FolnetMask.dense skips the mask arithmetic: on an unpadded encoder batch the layer
     (and the stack's final LN) give the same outputs and gradients with dense forced off."""
     import dataclasses
-    from plugins.layers.folnet_masks import self_mask
+    from nesyseq.plugins.layers.folnet_masks import self_mask
     layer, u1, u2 = _layer_and_inputs()
     mask = self_mask("none", torch.zeros(2, 6, dtype=torch.bool))
     assert mask.dense
@@ -102,7 +102,7 @@ def test_dense_mask_path_equals_masked_path():
 def test_layer_dropout_branch_is_wired_like_eval(pad):
     """Training with a tiny dropout takes the unfused branches (u2 + dropout(writers), bool
     without the fused residual); with p -> 0 it must equal the fused eval path."""
-    from plugins.layers.folnet_masks import self_mask
+    from nesyseq.plugins.layers.folnet_masks import self_mask
     layer, u1, u2 = _layer_and_inputs()
     kp = torch.zeros(2, 6, dtype=torch.bool)
     if pad:

@@ -13,8 +13,8 @@ import torch
 
 from folnet_helpers import build, random_tokens, single_thread  # noqa: F401
 
-from plugins.layers.folnet_layer import FolnetLayer, _MaskDropout, _NormKeepOutput
-from plugins.layers.folnet_masks import self_mask
+from nesyseq.plugins.layers.folnet_layer import FolnetLayer, _MaskDropout, _NormKeepOutput
+from nesyseq.plugins.layers.folnet_masks import self_mask
 
 OPS = ["jmc.atp", "c.", "j.", "m.", ".a", ".p", ".t", "c.t", "jm.ap"]
 
@@ -171,7 +171,7 @@ def test_lean_layer_keeps_at_most_five_binary_tensors():
 def test_cjoin_and_trans_rebuilt_premise_gradients(padded):
     """Operator level, every output position weighted (the model hides padded rows): the premise
     rebuilt in backward gives autograd's gradients for the kernel, the atoms and the weights."""
-    from plugins.layers.folnet_ops import Cjoin, Trans
+    from nesyseq.plugins.layers.folnet_ops import Cjoin, Trans
     torch.manual_seed(0)
     B, T, D1, D2 = 2, 5, 6, 4
     pad = torch.zeros(B, T, dtype=torch.bool)
@@ -208,12 +208,12 @@ import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 sys.path.insert(0, sys.argv[1])
 import torch
-from triton_kernels import trans_triton as tt
+from nesyseq.triton_kernels import trans_triton as tt
 if not (tt.triton_available() and tt.interpreter_usable()):
     print("SKIP"); sys.exit(0)
-from triton_kernels import TransMask, trans_from_atoms, trans_reference
-from plugins.layers.folnet_layer import FolnetLayer
-from plugins.layers.folnet_masks import self_mask
+from nesyseq.triton_kernels import TransMask, trans_from_atoms, trans_reference
+from nesyseq.plugins.layers.folnet_layer import FolnetLayer
+from nesyseq.plugins.layers.folnet_masks import self_mask
 torch.set_num_threads(1)
 B, T, C, D2 = 2, 7, 5, 3
 g = torch.Generator().manual_seed(0)
@@ -253,7 +253,7 @@ for kind in ("none", "causal"):
     for r, l in zip(*res):
         torch.testing.assert_close(l, r, rtol=1e-4, atol=1e-5)
 # counting with the kernels' outputs stood in for (folnet_memory.kernels_as_shapes) keeps the same bytes
-from plugins.models import folnet_memory as fm
+from nesyseq.plugins.models import folnet_memory as fm
 for lean in (False, True):
     layer.lean = lean
     mask = self_mask("none", torch.zeros(B, T, dtype=torch.bool))

@@ -10,8 +10,8 @@ import torch
 
 from folnet_helpers import single_thread  # noqa: F401
 
-from nesyseq_cli.main import main
-from plugins.models import folnet_memory as fm
+from nesyseq.cli.main import main
+from nesyseq.plugins.models import folnet_memory as fm
 
 
 def test_fit_predicts_an_unseen_count():

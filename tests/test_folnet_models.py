@@ -5,7 +5,7 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from folnet_helpers import build, random_tokens, single_thread  # noqa: F401
-from plugins.tasks.prefix_lm import PrefixLMGenerationModel
+from nesyseq.plugins.tasks.prefix_lm import PrefixLMGenerationModel
 
 OPS_EACH = ["c.", "j.", "m.", ".a", ".p", ".t", "jmc.atp"]
 EXTRA_PAD = 40

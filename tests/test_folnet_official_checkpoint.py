@@ -21,7 +21,7 @@ import torch
 
 from folnet_helpers import single_thread  # noqa: F401
 
-from plugins.models.folnet_official import ConversionError, convert
+from nesyseq.plugins.models.folnet_official import ConversionError, convert
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "folnet_official"
 TOL = 1e-5
@@ -105,7 +105,7 @@ def test_classification_head_reads_the_official_pooler(converted):
 @pytest.mark.slow  # a `nesyseq convert folnet` process
 def test_cli_writes_checkpoint_and_dict(tmp_path):
     out = tmp_path / "cli"
-    proc = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "convert", "folnet",
+    proc = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "convert", "folnet",
                            "--checkpoint", str(FIX / "tiny.pt"), "--config", str(FIX / "tiny.cfg"),
                            "--vocab", str(FIX / "vocab.txt"), "--out", str(out)],
                           capture_output=True, text=True, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
@@ -195,7 +195,7 @@ def test_error_not_a_weights_only_file(tmp_path):
 @pytest.mark.slow  # a `nesyseq convert folnet` process
 def test_cli_error_is_one_line(tmp_path):
     cfg = _edit_cfg(tmp_path, boolean_type="reglu")
-    proc = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "convert", "folnet",
+    proc = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "convert", "folnet",
                            "--checkpoint", str(FIX / "tiny.pt"), "--config", str(cfg),
                            "--vocab", str(FIX / "vocab.txt"), "--out", str(tmp_path / "o")],
                           capture_output=True, text=True)
@@ -245,7 +245,7 @@ def _preprocess(destdir, pref, srcdict=None):
 
 def _pair_data(converted, tmp_path):
     """The fixture batch as raw sentence pairs, tokenized and binarized for sentence_prediction."""
-    from data_prep.wordpiece import WordPiece
+    from nesyseq.data_prep.wordpiece import WordPiece
     tok = WordPiece(FIX / "vocab.txt")
     pairs = [("The cat sat", "on the mat and it ran"), ("We LOOKED at the blue sky", "Xyz sang")]
     data = tmp_path / "data"
@@ -265,7 +265,7 @@ def test_raw_text_pipeline_sentence_prediction(converted, tmp_path):
     fixture batch and the features and pooled [CLS] are the official ones."""
     from fairseq import checkpoint_utils, options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from nesyseq_common.fairseq_cli import USER_DIR
+    from nesyseq.common.fairseq_cli import USER_DIR
 
     ref = torch.load(FIX / "outputs.pt", weights_only=True)
     data = _pair_data(converted, tmp_path)
@@ -302,7 +302,7 @@ def test_fairseq_train_fine_tunes_and_pretrains_from_converted(converted, tmp_pa
     """The documented commands: fairseq-train --restore-file on the converted checkpoint,
     sentence_prediction (fine-tuning) and masked_lm (continued pretraining), one update each."""
     import os
-    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
+    from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin
     data = _pair_data(converted, tmp_path)
     words = (converted / "fairseq_args.txt").read_text().split()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -324,7 +324,7 @@ def test_fairseq_train_fine_tunes_and_pretrains_from_converted(converted, tmp_pa
 def _sop_corpus(converted, tmp_path):
     """Two WordPiece-tokenized documents (one sentence per line, blank line between),
     binarized --only-source with the converted dict.txt, for --task mlm_sop."""
-    from data_prep.wordpiece import WordPiece
+    from nesyseq.data_prep.wordpiece import WordPiece
     tok = WordPiece(FIX / "vocab.txt")
     docs = [["The cat sat on the mat", "and it ran", "We LOOKED at the blue sky"],
             ["Xyz sang", "the cat sat", "on the blue mat and it ran"]]
@@ -341,7 +341,7 @@ def test_continued_mlm_sop_pretraining_from_converted(converted, tmp_path):
     (after one update at lr 1e-9 they still equal the converted weights), and --sop-layout roberta
     with the converted model's --folnet-segments bert is a one-line error."""
     import os
-    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
+    from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin
     data = _sop_corpus(converted, tmp_path)
     words = (converted / "fairseq_args.txt").read_text().split()
     assert "--folnet-segments" in words and words[words.index("--folnet-segments") + 1] == "bert"

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 
 from folnet_helpers import single_thread  # noqa: F401
 
-from plugins.layers.folnet_layer import FolnetLayer, FolnetStack
-from plugins.layers.folnet_masks import self_mask
+from nesyseq.plugins.layers.folnet_layer import FolnetLayer, FolnetStack
+from nesyseq.plugins.layers.folnet_masks import self_mask
 
 B, T, H, S, D2, F1, F2 = 2, 5, 2, 3, 4, 7, 6
 D1 = H * S

@@ -6,9 +6,9 @@ import torch
 
 from folnet_helpers import single_thread  # noqa: F401
 
-from plugins.layers.folnet_masks import encdec_mask, self_mask
-from plugins.layers.folnet_ops import Assoc, Cjoin, Join, Mu, Prod, Trans, parse_ops
-from triton_kernels import allowed_masks
+from nesyseq.plugins.layers.folnet_masks import encdec_mask, self_mask
+from nesyseq.plugins.layers.folnet_ops import Assoc, Cjoin, Join, Mu, Prod, Trans, parse_ops
+from nesyseq.triton_kernels import allowed_masks
 
 B, T, H, S, D2 = 2, 5, 2, 3, 4
 D1 = H * S

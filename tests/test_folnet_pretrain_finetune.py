@@ -33,7 +33,7 @@ LOWER = ["the", "cat", "dog", "sat", "on", "a", "mat", "ran", "far", "red"]
 
 HOOKED_TRAIN = '''
 import sys, torch
-import plugins.models.folnet as folnet
+import nesyseq.plugins.models.folnet as folnet
 from fairseq_cli import train
 
 records, state = [], {}

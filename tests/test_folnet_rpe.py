@@ -16,8 +16,8 @@ import torch
 
 from folnet_helpers import single_thread  # noqa: F401
 
-from plugins.layers.folnet_masks import real_positions
-from plugins.layers.folnet_rpe import (cross_id, num_distance_ids, relative_distance_ids,
+from nesyseq.plugins.layers.folnet_masks import real_positions
+from nesyseq.plugins.layers.folnet_rpe import (cross_id, num_distance_ids, relative_distance_ids,
                                        segments_from_separators)
 
 

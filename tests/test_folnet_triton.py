@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent('''
     os.environ["TRITON_INTERPRET"] = "1"
     sys.path.insert(0, sys.argv[1])
     import torch
-    from triton_kernels import trans_triton as tt
+    from nesyseq.triton_kernels import trans_triton as tt
     if not (tt.triton_available() and tt.interpreter_usable()):
         print("SKIP"); sys.exit(0)
     from folnet_helpers import build, random_tokens

@@ -30,12 +30,12 @@ def test_only_our_command_lines_are_rewritten():
 @pytest.mark.skipif(os.environ.get("NESYSEQ_TEST_FORKSERVER") == "0", reason="fork server off")
 def test_served_command_gets_argv_env_cwd_stdin_and_status(tmp_path):
     # the rewritten argv is what runs (the Popen patch is active in this session)
-    p = subprocess.Popen([sys.executable, "-m", "nesyseq_cli.main", "--help"], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-m", "nesyseq.cli.main", "--help"], stdout=subprocess.PIPE, text=True)
     assert "forkserver.py" in " ".join(p.args)
     assert "usage" in p.communicate()[0].lower() and p.returncode == 0
     # an error: exit status 2 and nesyseq's one-line message on stderr
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    served = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "launch", "no_such_experiment", "--dry-run"],
+    served = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "launch", "no_such_experiment", "--dry-run"],
                             capture_output=True, text=True, cwd=tmp_path, env=env)
     assert served.returncode == 2 and "no_such_experiment" in served.stderr, served
     # the working directory: fairseq-preprocess reads and writes paths relative to cwd; the

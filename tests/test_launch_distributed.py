@@ -5,7 +5,7 @@ a multi-GPU machine (docs/gpu.md)."""
 import shlex
 from pathlib import Path
 
-from nesyseq_cli.main import main
+from nesyseq.cli.main import main
 
 
 def render(tmp_path, *flags, overrides=(), name="run"):

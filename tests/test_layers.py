@@ -16,12 +16,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Bottom first.  A package may import the packages on lower floors only.
 FLOORS = [
-    ("nesyseq_common", "triton_kernels", "hydra_plugins"),
+    ("nesyseq.common", "triton_kernels", "hydra_plugins"),
     ("data_prep",),
     ("plugins",),
     ("user_dir", "evaluations"),
     ("slurm",),
-    ("nesyseq_cli",),
+    ("nesyseq.cli",),
 ]
 FLOOR = {pkg: i for i, names in enumerate(FLOORS) for pkg in names}
 
@@ -140,21 +140,21 @@ def test_the_checks_see_a_reintroduced_knot():
     """The checks fail on the knots this layout untied (issue 25): data_prep importing the
     CLI package, and math_eval <-> math_compare."""
     graph = {k: set(v) for k, v in import_graph().items()}
-    assert "nesyseq_cli.main" in graph and "evaluations.math_compare" in graph["evaluations.math_eval"]
+    assert "nesyseq.cli.main" in graph and "nesyseq.evaluations.math_compare" in graph["nesyseq.evaluations.math_eval"]
     knotted = {k: set(v) for k, v in graph.items()}
-    knotted["data_prep.wmt_prepare"].add("nesyseq_cli.main")
-    assert floor_violations(knotted) == ["data_prep.wmt_prepare (floor 1) imports nesyseq_cli.main (floor 5)"]
+    knotted["nesyseq.data_prep.wmt_prepare"].add("nesyseq.cli.main")
+    assert floor_violations(knotted) == ["nesyseq.data_prep.wmt_prepare (floor 1) imports nesyseq.cli.main (floor 5)"]
     knotted = {k: set(v) for k, v in graph.items()}
-    knotted["evaluations.math_compare"].add("evaluations.math_eval")
-    assert ["evaluations.math_compare", "evaluations.math_eval"] in cycles(knotted)
+    knotted["nesyseq.evaluations.math_compare"].add("nesyseq.evaluations.math_eval")
+    assert ["nesyseq.evaluations.math_compare", "nesyseq.evaluations.math_eval"] in cycles(knotted)
 
 
 @pytest.mark.parametrize("source,expected", [
-    ("import nesyseq_cli.main\n", {"nesyseq_cli.main"}),
-    ("def f():\n    from nesyseq_cli import main\n", {"nesyseq_cli.main"}),
-    ("from ..evaluations import math_eval\n", {"evaluations.math_eval"}),
-    ("from . import wmt_prepare\n", {"data_prep.wmt_prepare"}),
-    ("from nesyseq_common.errors import UserError\n", {"nesyseq_common.errors"}),
+    ("import nesyseq.cli.main\n", {"nesyseq.cli.main"}),
+    ("def f():\n    from nesyseq.cli import main\n", {"nesyseq.cli.main"}),
+    ("from ..evaluations import math_eval\n", {"nesyseq.evaluations.math_eval"}),
+    ("from . import wmt_prepare\n", {"nesyseq.data_prep.wmt_prepare"}),
+    ("from nesyseq.common.errors import UserError\n", {"nesyseq.common.errors"}),
     ("import os, torch\n", set()),
 ])
 def test_imports_are_read_from_the_source(tmp_path, source, expected):
@@ -163,4 +163,4 @@ def test_imports_are_read_from_the_source(tmp_path, source, expected):
     path = tmp_path / "data_prep" / "probe.py"
     path.parent.mkdir()
     path.write_text(source)
-    assert imports_of("data_prep.probe", path, known) == expected
+    assert imports_of("nesyseq.data_prep.probe", path, known) == expected

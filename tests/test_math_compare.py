@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-import evaluations.math_eval as math_eval
-from evaluations.math_compare import Entry, checkpoint_steps, write_comparison
-from evaluations.math_eval import ModuleScore, SplitScore
-from nesyseq_common.errors import UserError
+import nesyseq.evaluations.math_eval as math_eval
+from nesyseq.evaluations.math_compare import Entry, checkpoint_steps, write_comparison
+from nesyseq.evaluations.math_eval import ModuleScore, SplitScore
+from nesyseq.common.errors import UserError
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

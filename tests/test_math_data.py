@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = "algebra__linear_1d,arithmetic__add_or_sub"  # the latter has an extrapolate module
@@ -41,7 +41,7 @@ def tokens_to_text(line):
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     """Full pipeline, workers=1: OUT/raw, OUT/text, OUT/bin."""
-    from data_prep.math_pipeline import prepare_math
+    from nesyseq.data_prep.math_pipeline import prepare_math
 
     out = tmp_path_factory.mktemp("math_a")
     bin_dir = prepare_math(out, modules=MODULES, per_module=3 * N, test_per_module=NTEST, seed=7,
@@ -60,7 +60,7 @@ def test_compat_aliases_load_deepmind_generator():
 
     import numpy
 
-    from data_prep.math_compat import load_generator
+    from nesyseq.data_prep.math_compat import load_generator
 
     modules = load_generator()
     dio = importlib.import_module("sympy.solvers.diophantine.diophantine")
@@ -71,7 +71,7 @@ def test_compat_aliases_load_deepmind_generator():
 
 
 def test_module_names_and_extrapolate_families():
-    from data_prep.math_generate import extrapolate_family, module_names, resolve_modules
+    from nesyseq.data_prep.math_generate import extrapolate_family, module_names, resolve_modules
 
     train, extra = module_names("interpolate"), module_names("extrapolate")
     assert len(train) == 56 and len(extra) == 15  # the paper's 56 modules
@@ -92,7 +92,7 @@ def test_module_names_and_extrapolate_families():
 
 @pytest.mark.parametrize("pattern", ["no_such_module", "algebra__linear_1d,arith*x", "arithmetic__div_big"])
 def test_unknown_module_pattern_is_one_line_error(pattern):
-    from data_prep.math_generate import resolve_modules
+    from nesyseq.data_prep.math_generate import resolve_modules
 
     with pytest.raises(UserError) as exc:
         resolve_modules(pattern)
@@ -106,7 +106,7 @@ def test_unknown_module_pattern_is_one_line_error(pattern):
 def test_raw_layout_counts_and_parsing(prepared):
     import sympy
 
-    from data_prep.math_preprocess import iter_module_file
+    from nesyseq.data_prep.math_preprocess import iter_module_file
 
     raw = prepared / "raw"
     expected = [f"{s}/{m}.txt" for s in ("train-easy", "train-medium", "train-hard", "interpolate")
@@ -136,7 +136,7 @@ def test_raw_layout_counts_and_parsing(prepared):
 
 
 def test_deterministic_across_workers_and_module_selection(prepared, tmp_path):
-    from data_prep.math_generate import generate_math
+    from nesyseq.data_prep.math_generate import generate_math
 
     raw_a = prepared / "raw"
     generate_math(tmp_path / "b", modules=MODULES, per_module=3 * N, test_per_module=NTEST, seed=7,
@@ -158,7 +158,7 @@ def test_deterministic_across_workers_and_module_selection(prepared, tmp_path):
 
 
 def test_resume_skips_finished_and_redoes_interrupted(prepared, tmp_path):
-    from data_prep.math_generate import generate_math
+    from nesyseq.data_prep.math_generate import generate_math
 
     raw = tmp_path / "raw"
     shutil.copytree(prepared / "raw", raw)
@@ -193,7 +193,7 @@ def test_resume_skips_finished_and_redoes_interrupted(prepared, tmp_path):
 
 
 def test_prepare_twice_does_not_rebuild(prepared):
-    from data_prep.math_pipeline import prepare_math
+    from nesyseq.data_prep.math_pipeline import prepare_math
 
     stats = prepared / "bin" / "prepare_stats.json"
     before = os.stat(stats).st_mtime_ns
@@ -304,7 +304,7 @@ def raw_copy(prepared, tmp_path):
 
 
 def run_cli(argv):
-    from nesyseq_cli.main import main
+    from nesyseq.cli.main import main
 
     return main(argv)
 
@@ -406,10 +406,10 @@ def test_cli_import_is_light_and_lists_modules():
             "for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-    p = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "prepare", "math", "--list-modules"],
+    p = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "prepare", "math", "--list-modules"],
                        cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    from data_prep.math_generate import module_names
+    from nesyseq.data_prep.math_generate import module_names
 
     for name in module_names("interpolate") + module_names("extrapolate"):
         assert name in p.stdout
@@ -438,7 +438,7 @@ def test_each_split_is_generated_at_its_deepmind_level(prepared, tmp_path):
     import subprocess
     import sys
 
-    from data_prep.math_generate import hash_seed_for
+    from nesyseq.data_prep.math_generate import hash_seed_for
 
     raw = prepared / "raw"
     jobs = []

@@ -7,8 +7,8 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
-from evaluations.math_eval import score
-from nesyseq_common.errors import UserError
+from nesyseq.evaluations.math_eval import score
+from nesyseq.common.errors import UserError
 
 
 def _dict():

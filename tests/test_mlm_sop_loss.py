@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from folnet_helpers import build, single_thread  # noqa: F401
-from plugins.criterions.mlm_sop import MlmSopCriterionConfig, MlmSopLoss
-from plugins.tasks.mlm_sop import SOP_HEAD
+from nesyseq.plugins.criterions.mlm_sop import MlmSopCriterionConfig, MlmSopLoss
+from nesyseq.plugins.tasks.mlm_sop import SOP_HEAD
 from test_sop_pairs import dataset, dictionary
 
 

@@ -5,9 +5,9 @@ import pathlib
 
 import pytest
 
-from data_prep.qa_babi import discover_tasks, parse_babi_file, parse_babi_lines
-from data_prep.qa_generate import OBJECTS, ROOMS, generate_task, make_names
-from nesyseq_common.errors import UserError
+from nesyseq.data_prep.qa_babi import discover_tasks, parse_babi_file, parse_babi_lines
+from nesyseq.data_prep.qa_generate import OBJECTS, ROOMS, generate_task, make_names
+from nesyseq.common.errors import UserError
 
 FIX = pathlib.Path(__file__).parent / "fixtures" / "babi"
 
@@ -142,7 +142,7 @@ def test_names_count_and_zero_shot():
 
 
 def test_prepare_qa_cli(tmp_path, capsys):
-    from nesyseq_cli.main import main
+    from nesyseq.cli.main import main
 
     assert main(["prepare", "qa", "--source", str(FIX / "envalid"), "--out", str(tmp_path / "a")]) == 0
     assert (tmp_path / "a" / "bin" / "task8" / "train.src-tgt.src.bin").exists()
@@ -167,7 +167,7 @@ def test_prepare_qa_from_files_with_any_names(tmp_path, capsys):
     import filecmp
     import shutil
 
-    from nesyseq_cli.main import main
+    from nesyseq.cli.main import main
 
     held = tmp_path / "held-out corpus"
     held.mkdir()
@@ -212,7 +212,7 @@ def test_prepare_qa_from_files_with_any_names(tmp_path, capsys):
 def test_generate_split_redraws_excluded_stories():
     import random
 
-    from data_prep.qa_generate import generate_split
+    from nesyseq.data_prep.qa_generate import generate_split
 
     first = generate_split("b", 20, random.Random(5), ["x0", "x1"], ["v0", "v1"], [])
     again = generate_split("b", 20, random.Random(5), ["x0", "x1"], ["v0", "v1"], [], exclude=set(first))
@@ -220,7 +220,7 @@ def test_generate_split_redraws_excluded_stories():
 
 
 def test_qa_report_aggregates_seeds(tmp_path):
-    from evaluations.qa_eval import markdown, parse_run, write_reports
+    from nesyseq.evaluations.qa_eval import markdown, parse_run, write_reports
 
     rows = [dict(model="smn", task="1", seed=str(s), error=str(e), names="10") for s, e in ((0, 1.0), (1, 3.0))]
     rows += [dict(model="stpr", task="2", seed="0", error="7.5", split="rooms")]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
+from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ def _run(cmd):
 
 
 def test_prepare_train_evaluate_smn(tmp_path):
-    nesyseq = [sys.executable, "-m", "nesyseq_cli.main"]
+    nesyseq = [sys.executable, "-m", "nesyseq.cli.main"]
     _run(nesyseq + ["prepare", "qa", "--generate", "--out", tmp_path / "d", "--tasks", "1", "--num-names", "10",
                     "--train-stories", "60", "--test-stories", "10"])
     data = tmp_path / "d" / "bin" / "task1"
@@ -54,7 +54,7 @@ def test_prepare_train_evaluate_symbolic_tp_transformer(tmp_path):
     """Symbolic tp_transformer_tiny through the seq2seq pipeline: fairseq-train --task babi_qa
     with label-smoothed CE (which reads get_normalized_probs), nesyseq evaluate qa, and
     fairseq-generate greedy (cross-checked) and with beam 2 (beam reordering of φ and s)."""
-    nesyseq = [sys.executable, "-m", "nesyseq_cli.main"]
+    nesyseq = [sys.executable, "-m", "nesyseq.cli.main"]
     _run(nesyseq + ["prepare", "qa", "--generate", "--out", tmp_path / "d", "--tasks", "1", "--num-names", "10",
                     "--train-stories", "60", "--test-stories", "10"])
     data = tmp_path / "d" / "bin" / "task1"

@@ -9,9 +9,9 @@ import copy
 import pytest
 import torch
 
-from plugins.layers.symbolic import context_symbols, lookup_phi
-from plugins.models.qa_memnet import split_story
-from plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
+from nesyseq.plugins.layers.symbolic import context_symbols, lookup_phi
+from nesyseq.plugins.models.qa_memnet import split_story
+from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . daniel moved to the office . where is john ?",
@@ -360,7 +360,7 @@ def test_symbolic_positions_per_role_feed_each_mlp_its_own_row():
     """--symbolic-positions-per-role (ours): MLP k (story e1, e2, r1, r2, r3; question e, r1, r2, r3)
     reads Σ_j γ_kj α_x e_φ(x) with its own row γ_k, checked against the word-by-word sum of each row;
     every row equal to one γ gives back the shared --symbolic-positions model exactly."""
-    from plugins.models.qa_tpr import TPREncoder
+    from nesyseq.plugins.models.qa_tpr import TPREncoder
 
     model, d = _build(SymbolicTPRModel, symbolic_positions_per_role=True)
     enc = model.eval().encoder
@@ -406,7 +406,7 @@ def _valid_sample(d, src, answers):
 
 
 def _task(d, on):
-    from plugins.tasks.babi_qa import BabiQAConfig, BabiQATask
+    from nesyseq.plugins.tasks.babi_qa import BabiQAConfig, BabiQATask
     return BabiQATask(BabiQAConfig(data="", valid_entity_dropout=on), d, d)
 
 
@@ -444,8 +444,8 @@ def test_valid_entity_dropout_is_the_training_mask_seeded_by_the_batch(cls):
 
 
 def test_valid_entity_dropout_needs_entity_dropout():
-    from plugins.tasks.babi_qa import check_valid_entity_dropout
-    from plugins.models.qa_memnet import MemNetConfig, MemNetModel
+    from nesyseq.plugins.tasks.babi_qa import check_valid_entity_dropout
+    from nesyseq.plugins.models.qa_memnet import MemNetConfig, MemNetModel
     check_valid_entity_dropout(_build(SymbolicTPRModel, entity_dropout_type=0.0, entity_dropout=0.1)[0])
     off, d = _build(SymbolicTPRModel)
     with pytest.raises(ValueError, match="--valid-entity-dropout: the model .*has no entity dropout"):

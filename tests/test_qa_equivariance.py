@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from plugins.layers import symbolic
-from plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
+from nesyseq.plugins.layers import symbolic
+from nesyseq.plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
 from tests.qa_helpers import NAMES, FakeTask, encode, make_dict, tie_names
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . daniel moved to the office . where is john ?",
@@ -86,7 +86,7 @@ def test_mutant_phi_by_vocabulary_id_with_slot_dependent_weights(monkeypatch):
         order = key.argsort(-1)
         return symbolic.ContextSymbols(s.slot_vocab.gather(1, order), s.slot_mask.gather(1, order))
 
-    import plugins.models.qa_memnet as qm
+    import nesyseq.plugins.models.qa_memnet as qm
     monkeypatch.setattr(qm, "context_symbols", by_vocab_id)
     assert _equivariance_gap(model, d) > 1e-4
 
@@ -102,7 +102,7 @@ def test_any_bijection_phi_leaves_p_unchanged(monkeypatch):
         order = torch.stack([torch.randperm(s.m, generator=g) for _ in range(ctx.size(0))])
         return symbolic.ContextSymbols(s.slot_vocab.gather(1, order), s.slot_mask.gather(1, order))
 
-    import plugins.models.qa_memnet as qm
+    import nesyseq.plugins.models.qa_memnet as qm
     monkeypatch.setattr(qm, "context_symbols", shuffled)
     torch.testing.assert_close(_answer_probs(model, d, STORIES), p, rtol=0, atol=1e-7)
 
@@ -115,7 +115,7 @@ def test_padding_invariance_smn():
 
 
 def _build_tpr(cls, seed=0, **cfg):
-    from plugins.models.qa_tpr import TPRConfig
+    from nesyseq.plugins.models.qa_tpr import TPRConfig
 
     torch.manual_seed(seed)
     d = make_dict()
@@ -132,7 +132,7 @@ def _build_tpr(cls, seed=0, **cfg):
 
 
 def test_stpr_is_equivariant_and_baseline_ties():
-    from plugins.models.qa_tpr import SymbolicTPRModel, TPRRNNModel
+    from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRRNNModel
 
     model, d = _build_tpr(SymbolicTPRModel)
     assert _equivariance_gap(model, d) < 1e-6
@@ -147,7 +147,7 @@ def test_stpr_is_equivariant_and_baseline_ties():
 
 def test_stpr_symbolic_positions_keep_equivariance():
     """--symbolic-positions (ours) weighs symbols by position in the sentence, never by word."""
-    from plugins.models.qa_tpr import SymbolicTPRModel
+    from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel
 
     model, d = _build_tpr(SymbolicTPRModel, symbolic_positions=True)
     assert (model.encoder.sym_pos - 1.0).abs().min() > 1e-3           # off its init, per position
@@ -182,8 +182,8 @@ def _by_vocab_id(monkeypatch, module):
 def test_stpr_bijection_invariance_and_dense_mutant(monkeypatch):
     """STPR's p does not depend on the slot numbering; a dense m×m symbolic layer in place of
     (λI + γ11ᵀ) makes it depend on it, and then φ by vocabulary id breaks equivariance."""
-    import plugins.models.qa_tpr as qt
-    from plugins.models.qa_tpr import SymbolicTPRModel
+    import nesyseq.plugins.models.qa_tpr as qt
+    from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel
 
     model, d = _build_tpr(SymbolicTPRModel)
     p = _answer_probs(model, d, STORIES)
@@ -210,7 +210,7 @@ def test_stpr_bijection_invariance_and_dense_mutant(monkeypatch):
 
 
 def test_stpr_mutant_untied_alpha():
-    from plugins.models.qa_tpr import SymbolicTPRModel
+    from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel
 
     model, d = _build_tpr(SymbolicTPRModel)
     with torch.no_grad():
@@ -239,7 +239,7 @@ def test_answer_does_not_depend_on_the_batch_padding(name, kw, dim):
     padding row was never zeroed has it: stpr before 2026-11-27), so the model must not read a
     padding token at all (a nonzero padding row once made W matter, docs/qa.md).  In fp64 the
     two are equal to 1e-12; in fp32 the difference is rounding, up to 1e-5 with shared γ_j."""
-    from plugins.models.qa_tpr import SymbolicTPRModel, TPRRNNModel
+    from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRRNNModel
 
     cls = {"memnet": MemNetModel, "smn": SymbolicMemNetModel, "tpr_rnn": TPRRNNModel, "stpr": SymbolicTPRModel}[name]
     model, d = _build_tpr(cls, **kw) if name in ("tpr_rnn", "stpr") else _build(cls)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from data_prep.qa_babi import tokenize
-from nesyseq_common.errors import UserError
-from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin
+from nesyseq.data_prep.qa_babi import tokenize
+from nesyseq.common.errors import UserError
+from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "qa" / "all_new_task2.txt"
@@ -36,7 +36,7 @@ def _run(cmd):
 def trained(request, tmp_path_factory):
     """A tiny task-2 checkpoint (30 updates) whose dictionary also holds the zero-shot test words."""
     tmp = tmp_path_factory.mktemp(request.param)
-    from data_prep.qa_pipeline import prepare_qa
+    from nesyseq.data_prep.qa_pipeline import prepare_qa
 
     prepare_qa(tmp / "d", generate=True, tasks="2", zero_shot=["rooms", "objects", "people"], num_names=4,
                train_stories=40, test_stories=5, seed=0)
@@ -53,7 +53,7 @@ def _dict_words(data):
 
 
 def test_all_new_words_get_new_ids_with_zero_semantic_rows(trained):
-    from evaluations.qa_external import load_with_words
+    from nesyseq.evaluations.qa_external import load_with_words
 
     ckpt, data = trained
     words = tokenize(FIXTURE.read_text())
@@ -72,7 +72,7 @@ def test_all_new_words_get_new_ids_with_zero_semantic_rows(trained):
 
 
 def test_report_counts_unseen_types_and_tokens(trained):
-    from evaluations.qa_external import evaluate_babi_file
+    from nesyseq.evaluations.qa_external import evaluate_babi_file
 
     ckpt, data = trained
     rep = evaluate_babi_file(str(ckpt), str(FIXTURE), str(data))
@@ -91,8 +91,8 @@ def test_report_counts_unseen_types_and_tokens(trained):
     assert "predictions" not in rep
     # per-question answers, in file order: each question run alone gives the same answer, and
     # together they reproduce the error against the file's answers
-    from data_prep.qa_babi import parse_babi_file
-    from evaluations.qa_external import load_with_words
+    from nesyseq.data_prep.qa_babi import parse_babi_file
+    from nesyseq.evaluations.qa_external import load_with_words
     with_preds = evaluate_babi_file(str(ckpt), str(FIXTURE), str(data), predictions=True)
     examples = parse_babi_file(str(FIXTURE), rep["memory_size"])
     model, task, _, _ = load_with_words(ckpt, list(dict.fromkeys(tokenize(FIXTURE.read_text()))), str(data))
@@ -120,8 +120,8 @@ def _probs(model, d, texts):
 def test_same_probabilities_as_the_in_dictionary_path(trained):
     """Rename every new word into a dictionary word that train never saw (unseen.txt): per-word
     parameters of the two are equal under the protocol, so p is the same up to the renaming."""
-    from data_prep.qa_babi import parse_babi_file
-    from evaluations.qa_external import load_with_words
+    from nesyseq.data_prep.qa_babi import parse_babi_file
+    from nesyseq.evaluations.qa_external import load_with_words
 
     ckpt, data = trained
     train_unseen = [w for w in (data / "unseen.txt").read_text().split() if w not in NEW]
@@ -147,7 +147,7 @@ def test_same_probabilities_as_the_in_dictionary_path(trained):
 
 
 def test_malformed_file_names_file_and_line(trained):
-    from evaluations.qa_external import evaluate_babi_file
+    from nesyseq.evaluations.qa_external import evaluate_babi_file
 
     ckpt, data = trained
     with pytest.raises(UserError, match=r"malformed_missing_tab\.txt:4: question line without a tab"):
@@ -157,21 +157,21 @@ def test_malformed_file_names_file_and_line(trained):
 @pytest.mark.slow
 def test_command_line(trained, tmp_path):
     ckpt, data = trained
-    out = _run([sys.executable, "-m", "nesyseq_cli.main", "evaluate", "qa", "--checkpoint", ckpt,
+    out = _run([sys.executable, "-m", "nesyseq.cli.main", "evaluate", "qa", "--checkpoint", ckpt,
                 "--checkpoint", ckpt, "--babi-file", FIXTURE, "--data", data, "--out", tmp_path / "rep"])
     assert "unseen types" in out and "zorba" in out and "(n=2)" in out
     assert (tmp_path / "rep" / "qa_external.json").is_file()
     rows = (tmp_path / "rep" / "qa_external.csv").read_text().splitlines()
     assert rows[0] == "file,questions,error,unseen_types,types,unseen_tokens,tokens" and len(rows) == 3
     assert rows[1] == rows[2] and rows[1].startswith(f"{FIXTURE},")   # the same checkpoint twice
-    p = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "evaluate", "qa", "--checkpoint", str(ckpt),
+    p = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "evaluate", "qa", "--checkpoint", str(ckpt),
                         "--babi-file", str(MALFORMED), "--data", str(data)], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert p.returncode != 0 and "malformed_missing_tab.txt:4" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_table_over_several_checkpoints_gives_mean_and_std_per_file():
-    from evaluations.qa_external import external_table
+    from nesyseq.evaluations.qa_external import external_table
 
     def res(f, ck, err):
         return {"file": f, "checkpoint": ck, "questions": 10, "error": err, "unseen_types": 2, "types": 9,
@@ -187,7 +187,7 @@ def test_table_over_several_checkpoints_gives_mean_and_std_per_file():
 
 
 def test_unseen_words_line_names_the_first_words_and_counts_the_rest():
-    from evaluations.qa_external import unseen_words_line
+    from nesyseq.evaluations.qa_external import unseen_words_line
 
     r = {"file": "f.txt", "unseen_words": [f"w{i}" for i in range(45)]}
     line = unseen_words_line(r, kept_in="qa_external.json", shown=40)

@@ -10,8 +10,8 @@ from collections import Counter
 
 import torch
 
-from plugins.models.qa_memn2n_schedule import memn2n_lr
-from plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
+from nesyseq.plugins.models.qa_memn2n_schedule import memn2n_lr
+from nesyseq.plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . daniel moved to the office . where is john ?",
@@ -217,7 +217,7 @@ def test_schedule_sets_the_optimizer_lr():
 
     from fairseq.optim.sgd import SGD
 
-    from plugins.models.qa_memn2n_schedule import MemN2NStepConfig, MemN2NStepSchedule
+    from nesyseq.plugins.models.qa_memn2n_schedule import MemN2NStepConfig, MemN2NStepSchedule
 
     p = torch.nn.Parameter(torch.zeros(2))
     opt = SGD(Namespace(lr=[0.16], momentum=0.0, weight_decay=0.0), [p])
@@ -233,8 +233,8 @@ def test_task_epoch_hook_runs_for_every_qa_model():
     task forwards it to the model; models whose encoder has no epoch schedule (tpr_rnn, stpr) must
     pass through, and memnet/smn must switch linear start off after its epochs."""
     from fairseq.models import ARCH_MODEL_REGISTRY
-    from plugins.models.qa_tpr import TPRConfig
-    from plugins.tasks.babi_qa import BabiQAConfig, BabiQATask
+    from nesyseq.plugins.models.qa_tpr import TPRConfig
+    from nesyseq.plugins.tasks.babi_qa import BabiQAConfig, BabiQATask
 
     d = make_dict()
     task = BabiQATask(BabiQAConfig(data=""), d, d)

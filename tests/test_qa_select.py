@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from evaluations.qa_eval import markdown, select_by_valid, valid_loss
+from nesyseq.evaluations.qa_eval import markdown, select_by_valid, valid_loss
 
 
 def _rows(rng, n_models=2, n_tasks=3, n_seeds=4):
@@ -90,7 +90,7 @@ def _evaluate_arms(tmp_path, monkeypatch, run_specs, losses):
     import argparse
     import csv
 
-    from evaluations import qa_eval
+    from nesyseq.evaluations import qa_eval
 
     monkeypatch.setattr(qa_eval, "answer_error", lambda ckpt, data, subset, bs, beta: {
         "error": losses[ckpt][0], "questions": 100, "valid_loss": losses[ckpt][1]})
@@ -105,7 +105,7 @@ def _write(rows, out, label):
     import csv
     import io
 
-    from evaluations.qa_eval import markdown
+    from nesyseq.evaluations.qa_eval import markdown
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=["model", "task", "seed", "error", "ckpt", "valid_loss"], extrasaction="ignore")
@@ -141,8 +141,8 @@ def test_arms_each_get_a_row_and_the_lowest_valid_loss_is_chosen(tmp_path, monke
 
 
 def test_one_arm_is_a_plain_run_and_bad_arms_are_refused(tmp_path, monkeypatch, capsys):
-    from evaluations.qa_eval import parse_run
-    from nesyseq_common.errors import UserError
+    from nesyseq.evaluations.qa_eval import parse_run
+    from nesyseq.common.errors import UserError
 
     rows, md = _evaluate_arms(tmp_path, monkeypatch, ["model=m,task=2,seed=0,data=d,arms=zero,ckpt=ck/{arm}.pt"],
                               {"ck/zero.pt": (1.0, "0.1")})

@@ -8,8 +8,8 @@ shows up as a mismatch.
 import pytest
 import torch
 
-from plugins.models.qa_memnet import split_story
-from plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
+from nesyseq.plugins.models.qa_memnet import split_story
+from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . daniel moved to the office . where is john ?",
@@ -75,7 +75,7 @@ def test_tpr_rnn_equals_dense_equations():
 
 @pytest.mark.parametrize("cls", [TPRRNNModel, SymbolicTPRModel])
 def test_factored_memory_equals_dense_with_gradients(cls, monkeypatch):
-    import plugins.models.qa_tpr as qt
+    import nesyseq.plugins.models.qa_tpr as qt
 
     model, d = _build(cls)
     src = encode(d, STORIES)
@@ -98,7 +98,7 @@ def test_factored_memory_equals_dense_with_gradients(cls, monkeypatch):
 def _max_write_gain(model, src, monkeypatch):
     """max over sentences and writes of |e|²|r|²: the TPR update F += e⊗r⊗(v − F·e·r) moves the
     read F·e·r by that factor times (v − F·e·r), so above 2 it overshoots and F diverges."""
-    import plugins.models.qa_tpr as qt
+    import nesyseq.plugins.models.qa_tpr as qt
     gains = []
 
     class Recording(qt._FactoredTPR):
@@ -132,9 +132,9 @@ def test_stpr_default_init_starts_in_the_stable_regime(monkeypatch):
 def test_evaluate_beta_diagnostic_fixes_the_mixture():
     """evaluate qa's beta= diagnostic: β = 0 leaves only the symbolic part (no mass outside the
     context), β = 1 only the semantic softmax; bad values and models without β are errors."""
-    from evaluations.qa_eval import _fix_beta
-    from nesyseq_common.errors import UserError
-    from plugins.models.qa_memnet import MemNetConfig, MemNetModel
+    from nesyseq.evaluations.qa_eval import _fix_beta
+    from nesyseq.common.errors import UserError
+    from nesyseq.plugins.models.qa_memnet import MemNetConfig, MemNetModel
 
     model, d = _build(SymbolicTPRModel)
     src = encode(d, STORIES)

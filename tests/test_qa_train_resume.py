@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import plugins  # noqa: F401  (checkpoint classes allowed for torch.load)
+from nesyseq import plugins  # noqa: F401  (checkpoint classes allowed for torch.load)
 from tests.qa_helpers import lr_per_epoch, prepare_tiny_task1, same_weights
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,8 +12,8 @@ embeddings, output rows) set to zero by hand, no ``set_unseen``; the paper's pro
 import pytest
 import torch
 
-from plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
-from plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
+from nesyseq.plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel
+from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . where is mary ?",

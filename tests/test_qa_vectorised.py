@@ -4,9 +4,9 @@ and gradients with either version."""
 import pytest
 import torch
 
-import plugins.models.qa_memnet as qm
-import plugins.models.qa_tpr as qt
-from plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel, split_story
+import nesyseq.plugins.models.qa_memnet as qm
+import nesyseq.plugins.models.qa_tpr as qt
+from nesyseq.plugins.models.qa_memnet import MemNetConfig, MemNetModel, SymbolicMemNetModel, split_story
 from tests.qa_helpers import FakeTask, encode, make_dict
 
 PAD, EOS, DOT, QM = 1, 2, 3, 4
@@ -76,7 +76,7 @@ def test_split_story_on_real_stories():
 
 
 def _models():
-    from plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
+    from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
 
     d = make_dict()
     mem = dict(embed_dim=6, hops=2, max_story=10, max_words=8)

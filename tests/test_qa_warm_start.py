@@ -9,13 +9,13 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
-import plugins  # noqa: F401  (registers the models)
+from nesyseq import plugins  # noqa: F401  (registers the models)
 from fairseq import models
-from nesyseq_cli.main import main as nesyseq
-from nesyseq_common.errors import UserError
-from plugins.models.folnet_transformer import FolnetTransformerModel
-from plugins.models.tp_transformer import TPTransformerModel
-from plugins.models.warm_start import warm_start
+from nesyseq.cli.main import main as nesyseq
+from nesyseq.common.errors import UserError
+from nesyseq.plugins.models.folnet_transformer import FolnetTransformerModel
+from nesyseq.plugins.models.tp_transformer import TPTransformerModel
+from nesyseq.plugins.models.warm_start import warm_start
 from tests.qa_helpers import WORDS, FakeTask, encode
 
 # task 1's words: the QA helpers' 14 and three more rooms (|V| = 21, a size no other tensor of
@@ -199,7 +199,7 @@ def test_relative_table_zero_near_zeroes_the_short_offsets_only(carried, tmp_pat
     """--relative-table zero-near: the bias the carried model adds is 0 for every offset
     |i − t| < buckets/4 and task 1's for every longer one (read through RelativePositionBias's
     forward, not through the table's row layout)."""
-    from plugins.layers.relative_position import RelativePositionBias
+    from nesyseq.plugins.layers.relative_position import RelativePositionBias
     d1, d2, b1, b2, m1, ckpt = carried
     key = "encoder.relative_bias.table.weight"
     r = warm_start(str(ckpt), str(b1), str(b2), str(tmp_path / "near.pt"), relative_table="zero-near")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.qa_babi import parse_babi_lines, tokenize
-from data_prep.qa_zero_shot import BABI_ENTITIES, REPLACEMENTS, make_zero_shot, word_map
-from nesyseq_common.errors import UserError
+from nesyseq.data_prep.qa_babi import parse_babi_lines, tokenize
+from nesyseq.data_prep.qa_zero_shot import BABI_ENTITIES, REPLACEMENTS, make_zero_shot, word_map
+from nesyseq.common.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -134,7 +134,7 @@ def test_bad_input_names_file_and_line(tmp_path):
 
 def test_command_writes_the_files(tmp_path):
     src = _write(tmp_path, "qa2_test.txt", TASK2)
-    cmd = [sys.executable, "-m", "nesyseq_cli.main", "prepare", "qa-zero-shot", "--babi-file", str(src),
+    cmd = [sys.executable, "-m", "nesyseq.cli.main", "prepare", "qa-zero-shot", "--babi-file", str(src),
            "--kinds", "rooms", "--out", str(tmp_path / "zs")]
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 0, p.stderr

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-import plugins  # noqa: F401  (registers the models)
-from plugins.layers.relative_position import RelativePositionBias, relative_bucket
-from plugins.layers.symbolic_transformer import SymbolicTPMultiheadAttention
-from plugins.layers.tp_attention import TPMultiheadAttention
+from nesyseq import plugins  # noqa: F401  (registers the models)
+from nesyseq.plugins.layers.relative_position import RelativePositionBias, relative_bucket
+from nesyseq.plugins.layers.symbolic_transformer import SymbolicTPMultiheadAttention
+from nesyseq.plugins.layers.tp_attention import TPMultiheadAttention
 from tests.qa_helpers import encode
 from tests.test_symbolic_transformer import BOTH, STORIES, equivariance_gap, naive_symbolic_attention
 from tests.test_symbolic_transformer import build as build_model

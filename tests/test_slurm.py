@@ -57,7 +57,7 @@ def with_prepared(run_dir, prepared):
 
 def nesyseq(*args, check=True):
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", *map(str, args)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", *map(str, args)], capture_output=True,
                           text=True, env=env, cwd=REPO, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"nesyseq {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -97,7 +97,7 @@ def wait_done(folder, timeout=300):
 
 
 def final_checkpoint(path):
-    import plugins.checkpoint_safety  # noqa: F401  (safe globals; weights_only stays True)
+    import nesyseq.plugins.checkpoint_safety  # noqa: F401  (safe globals; weights_only stays True)
     state = torch.load(path, map_location="cpu", weights_only=True)
     return state["model"], state["optimizer_history"][-1]["num_updates"], state["extra_state"]["val_loss"]
 
@@ -346,7 +346,7 @@ def test_hydra_submitit_slurm_sweep(slurm_cluster, prepared, tmp_path):
     models = {}
     for num, seed in ((0, 1), (1, 2)):
         assert f"common.seed={seed}" in (sweep / str(num) / ".hydra" / "overrides.yaml").read_text()
-        import plugins.checkpoint_safety  # noqa: F401
+        import nesyseq.plugins.checkpoint_safety  # noqa: F401
         state = torch.load(sweep / str(num) / "checkpoints" / "checkpoint_last.pt", map_location="cpu",
                            weights_only=True)
         assert state["cfg"]["common"]["seed"] == seed
@@ -379,7 +379,7 @@ def test_local_executor_runs_the_chain(tmp_path):
 def test_failure_cause_prefers_the_requeue_limit_over_the_stopped_childs_error(tmp_path):
     """No SLURM: `status`'s cause is the limit line when StageJob refused to requeue (the child
     it terminated may have printed an error of its own), else the child's last error line."""
-    from slurm.status import failure_cause
+    from nesyseq.slurm.status import failure_cause
 
     job = tmp_path / "train"
     job.mkdir()

@@ -10,7 +10,7 @@ import torch
 from fairseq.data import Dictionary
 
 from folnet_helpers import build, single_thread  # noqa: F401
-from plugins.tasks.sop_pairs import (
+from nesyseq.plugins.tasks.sop_pairs import (
     GEOMETRIC_P, SentenceOrderDataset, mask_tokens, middle_split, pack_chunks, truncate_pair)
 
 
@@ -265,7 +265,7 @@ def test_segment_ids_the_model_sees(layout):
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path):
-    from plugins.tasks.mlm_sop import MlmSopConfig, MlmSopTask
+    from nesyseq.plugins.tasks.mlm_sop import MlmSopConfig, MlmSopTask
     with pytest.raises(FileNotFoundError, match=f"--task mlm_sop: {tmp_path}/dict.txt not found"):
         MlmSopTask.setup_task(MlmSopConfig(data=str(tmp_path), seed=1))
     d = dictionary()

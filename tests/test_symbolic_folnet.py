@@ -5,10 +5,10 @@ import argparse
 import pytest
 import torch
 
-import plugins  # noqa: F401
-import plugins.models.folnet_transformer as ft
+from nesyseq import plugins  # noqa: F401
+import nesyseq.plugins.models.folnet_transformer as ft
 from fairseq import models
-from plugins.models.folnet_transformer import FolnetTransformerConfig, FolnetTransformerModel
+from nesyseq.plugins.models.folnet_transformer import FolnetTransformerConfig, FolnetTransformerModel
 from tests.decoding_helpers import incremental_outputs, reorder_mid_sequence
 from tests.qa_helpers import FakeTask, encode, make_dict
 from tests.test_symbolic_transformer import BOTH, STORIES, _by_vocab_id, _dense_mutant, _prev, _shuffled

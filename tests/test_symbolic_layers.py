@@ -2,7 +2,7 @@
 against hand-built examples and brute-force references."""
 import torch
 
-from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
+from nesyseq.plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      masked_slot_softmax, slot_layer_norm, symbolic_output_probs)
 
 PAD, EOS = 1, 2

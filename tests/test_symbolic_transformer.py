@@ -7,12 +7,12 @@ import argparse
 import pytest
 import torch
 
-import plugins  # noqa: F401  (registers the models)
-import plugins.models.tp_transformer as tpt
+from nesyseq import plugins  # noqa: F401  (registers the models)
+import nesyseq.plugins.models.tp_transformer as tpt
 from fairseq import models
-from plugins.layers import symbolic
-from plugins.layers.symbolic_transformer import SymbolicFeedForward
-from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
+from nesyseq.plugins.layers import symbolic
+from nesyseq.plugins.layers.symbolic_transformer import SymbolicFeedForward
+from nesyseq.plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
 from tests.decoding_helpers import incremental_outputs, reorder_mid_sequence
 from tests.qa_helpers import NAMES, FakeTask, encode, make_dict
 from tests.test_tp_transformer import projection_weights

@@ -10,8 +10,8 @@ import copy
 import pytest
 import torch
 
-from plugins.layers.entity_dropout import droppable_words, listed_words
-from plugins.layers.symbolic import context_symbols
+from nesyseq.plugins.layers.entity_dropout import droppable_words, listed_words
+from nesyseq.plugins.layers.symbolic import context_symbols
 from tests.qa_helpers import NAMES, encode, make_dict
 from tests.test_symbolic_transformer import BOTH, PREFIX, STORIES, _prev, build
 

@@ -7,11 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import plugins  # noqa: F401  (registers the models)
+from nesyseq import plugins  # noqa: F401  (registers the models)
 from fairseq import models
 from fairseq.data import Dictionary
-from plugins.layers.tp_attention import TPMultiheadAttention
-from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
+from nesyseq.plugins.layers.tp_attention import TPMultiheadAttention
+from nesyseq.plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
 from tests.decoding_helpers import incremental_outputs, reorder_mid_sequence
 
 torch.manual_seed(0)
@@ -135,7 +135,7 @@ def test_role_binding_changes_the_output():
 
 
 def test_embedding_role_and_init():
-    from plugins.layers.tp_embedding import TPEmbedding, sinusoidal_table
+    from nesyseq.plugins.layers.tp_embedding import TPEmbedding, sinusoidal_table
     torch.manual_seed(1)
     emb = TPEmbedding(50, 64, padding_idx=1, max_positions=40)
     W = emb.role.weight

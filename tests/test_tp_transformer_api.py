@@ -5,10 +5,10 @@ import argparse
 import pytest
 from omegaconf import OmegaConf
 
-import plugins  # noqa: F401  (registers the models)
+from nesyseq import plugins  # noqa: F401  (registers the models)
 from fairseq import models
 from fairseq.data import Dictionary
-from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
+from nesyseq.plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
 
 ARCHS = sorted(models.ARCH_MODEL_INV_REGISTRY["tp_transformer"])
 

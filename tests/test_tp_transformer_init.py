@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import plugins  # noqa: F401  (registers the models)
+from nesyseq import plugins  # noqa: F401  (registers the models)
 from fairseq import models
 from fairseq.data import Dictionary
-from plugins.layers.tp_embedding import positions_from_padding
-from plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
+from nesyseq.plugins.layers.tp_embedding import positions_from_padding
+from nesyseq.plugins.models.tp_transformer import TPTransformerConfig, TPTransformerModel
 
 
 def _dict(n=68):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from plugins.layers.tpru import BiRecurrent, TPRUCell, recurrent_param_count, slide_param_formula
+from nesyseq.plugins.layers.tpru import BiRecurrent, TPRUCell, recurrent_param_count, slide_param_formula
 
 
 def naive_step(cell, x, b_prev):

@@ -4,12 +4,12 @@ import subprocess
 import pytest
 import torch
 
-import plugins  # noqa: F401
-from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
-from nesyseq_cli.main import main as nesyseq_main
-from plugins.layers.tpru import recurrent_param_count
-from plugins.models.tpru_classifier import TPRUClassifier, TPRUClassifierConfig
-from plugins.tasks.entailment import EntailmentConfig, EntailmentPairsTask, VARIABLES
+from nesyseq import plugins  # noqa: F401
+from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+from nesyseq.cli.main import main as nesyseq_main
+from nesyseq.plugins.layers.tpru import recurrent_param_count
+from nesyseq.plugins.models.tpru_classifier import TPRUClassifier, TPRUClassifierConfig
+from nesyseq.plugins.tasks.entailment import EntailmentConfig, EntailmentPairsTask, VARIABLES
 
 
 def make_task(data=""):
@@ -111,7 +111,7 @@ def test_end_to_end_fairseq_train_and_evaluate(tmp_path):
 
 
 def test_interval_checkpoints_sorted_by_updates(tmp_path):
-    from evaluations.entailment_eval import interval_checkpoints
+    from nesyseq.evaluations.entailment_eval import interval_checkpoints
 
     for name in ["checkpoint_1_100.pt", "checkpoint_3_1000.pt", "checkpoint_2_200.pt", "checkpoint_best.pt",
                  "checkpoint_last.pt", "checkpoint2.pt", "checkpoint_1_100.pt.tmp"]:

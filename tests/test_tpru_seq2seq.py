@@ -5,9 +5,9 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
-import plugins  # noqa: F401
-from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
-from plugins.models.tpru_seq2seq import TPRUDecoder, TPRUEncoder, TPRUSeq2SeqConfig
+from nesyseq import plugins  # noqa: F401
+from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+from nesyseq.plugins.models.tpru_seq2seq import TPRUDecoder, TPRUEncoder, TPRUSeq2SeqConfig
 
 
 def build(seed=0):

@@ -3,7 +3,7 @@ SimpleProgressBar.log / .print format them) in a child process, progress on scre
 import io
 import sys
 
-from nesyseq_cli.train_progress import parse_line, run_with_progress
+from nesyseq.cli.train_progress import parse_line, run_with_progress
 
 LINES = [
     "2026-01-01 00:00:00 | INFO | fairseq_cli.train | task: TranslationTask",

@@ -1,13 +1,13 @@
 """The Triton trans kernels compile for sm_90 (H100/H200) without a GPU.
 
-Runs ``python -m triton_kernels.compile_check --quick`` in a fresh process
+Runs ``python -m nesyseq.triton_kernels.compile_check --quick`` in a fresh process
 without TRITON_INTERPRET (the interpreter tests set it in this process): the
 real Triton -> PTX -> cubin pipeline, with Triton's bundled ptxas, on the
 launches the wrappers make (with the divisibility hints Triton's JIT adds at
 run time) for fp16 causal+padding and encdec+padding (every kernel and both
 dK/dV segments), bf16 causal+padding and fp32 (TF32) causal+padding.  Nothing
 runs on a device.  The full matrix (all kinds, padding on
-and off, fp16/bf16/fp32) is ``python -m triton_kernels.compile_check``.
+and off, fp16/bf16/fp32) is ``python -m nesyseq.triton_kernels.compile_check``.
 """
 import os
 import re
@@ -28,7 +28,7 @@ def test_kernels_compile_for_sm90_without_spills():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    r = subprocess.run([sys.executable, "-m", "triton_kernels.compile_check", "--quick"], cwd=root, env=env,
+    r = subprocess.run([sys.executable, "-m", "nesyseq.triton_kernels.compile_check", "--quick"], cwd=root, env=env,
                        capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     ok = [line for line in r.stdout.splitlines() if line.startswith("ok ")]

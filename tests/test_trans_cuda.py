@@ -17,9 +17,9 @@ kernels never write shows up as NaN.
 import pytest
 import torch
 
-from triton_kernels import TransMask, trans_reference
-from triton_kernels import trans_triton as tt
-from triton_kernels.eager import trans_eager
+from nesyseq.triton_kernels import TransMask, trans_reference
+from nesyseq.triton_kernels import trans_triton as tt
+from nesyseq.triton_kernels.eager import trans_eager
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or not tt.triton_available(),
                                 reason="needs a CUDA device and triton")
@@ -148,7 +148,7 @@ def test_dv_load_kt_variant_matches():
 def test_trans_module_no_full_size_copies_on_cuda():
     """The real kernels: no copy op of full T^2*D2 size in Trans fwd+bwd (bf16)."""
     import torch.nn as nn
-    from plugins.layers.folnet_ops import Trans
+    from nesyseq.plugins.layers.folnet_ops import Trans
     B, T, D2 = 2, 256, 64
     mod = Trans(D2, D2, 1, impl="triton").cuda().bfloat16()
     writer = nn.Linear(D2, D2).cuda().bfloat16()

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-import triton_kernels
-from triton_kernels import EAGER_UNMASKED_MIN_COLUMNS, TransMask, auto_path, trans, trans_reference
+from nesyseq import triton_kernels
+from nesyseq.triton_kernels import EAGER_UNMASKED_MIN_COLUMNS, TransMask, auto_path, trans, trans_reference
 
 
 def _K(T, dtype=torch.bfloat16):

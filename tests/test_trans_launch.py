@@ -15,8 +15,8 @@ import importlib.util
 import pytest
 import torch
 
-from triton_kernels import trans_triton as tt
-from triton_kernels.compile_check import record_case, specialize
+from nesyseq.triton_kernels import trans_triton as tt
+from nesyseq.triton_kernels.compile_check import record_case, specialize
 
 MATMUL = torch.backends.cuda.matmul
 NEW_API = hasattr(MATMUL, "fp32_precision")

@@ -18,11 +18,11 @@ import pytest
 import torch
 import torch.nn as nn
 
-import triton_kernels
-from plugins.layers.folnet_ops import Trans, _FromChannelMajor, _ToChannelMajor
-from triton_kernels import TransMask, trans_reference
-from triton_kernels import trans_triton as tt
-from triton_kernels.compile_check import _Recorder
+from nesyseq import triton_kernels
+from nesyseq.plugins.layers.folnet_ops import Trans, _FromChannelMajor, _ToChannelMajor
+from nesyseq.triton_kernels import TransMask, trans_reference
+from nesyseq.triton_kernels import trans_triton as tt
+from nesyseq.triton_kernels.compile_check import _Recorder
 
 COPY_OPS = {"aten::copy_", "aten::clone", "aten::contiguous", "aten::_to_copy", "aten::cat",
             "aten::constant_pad_nd", "aten::index", "aten::permute_copy", "aten::transpose_copy",
@@ -218,6 +218,6 @@ def test_trans_kernel_dropout_equals_naive_formula(kind):
 
 
 def test_layer_passes_its_dropout_to_trans():
-    from plugins.layers.folnet_layer import FolnetLayer
+    from nesyseq.plugins.layers.folnet_layer import FolnetLayer
     layer = FolnetLayer(d1=8, d2=4, heads=2, ffn1=8, ffn2=8, unary_ops="cjm", binary_ops="apt", dropout=0.3)
     assert layer.ops["t"].dropout == 0.3 == layer.ops["c"].dropout == layer.ops["j"].dropout

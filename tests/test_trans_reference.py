@@ -10,8 +10,8 @@ import os
 import pytest
 import torch
 
-import triton_kernels
-from triton_kernels import TransMask, allowed_masks, trans, trans_reference
+from nesyseq import triton_kernels
+from nesyseq.triton_kernels import TransMask, allowed_masks, trans, trans_reference
 
 
 # ---------------------------------------------------------------------------

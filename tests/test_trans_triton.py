@@ -21,9 +21,9 @@ import sys  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import triton_kernels  # noqa: E402
-from triton_kernels import TransConfig, TransMask, allowed_masks, trans, trans_reference  # noqa: E402
-from triton_kernels import trans_triton as tt  # noqa: E402
+from nesyseq import triton_kernels  # noqa: E402
+from nesyseq.triton_kernels import TransConfig, TransMask, allowed_masks, trans, trans_reference  # noqa: E402
+from nesyseq.triton_kernels import trans_triton as tt  # noqa: E402
 
 # slow: the interpreter runs every kernel instance in Python (about a minute on 2 cores)
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not tt.triton_available(), reason="triton not installed")]

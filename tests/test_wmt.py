@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from data_prep import wmt_prepare
-from data_prep.wmt_prepare import length_ratio, prepare_wmt
-from nesyseq_common.errors import UserError
-from nesyseq_cli.main import main as nesyseq_main
+from nesyseq.data_prep import wmt_prepare
+from nesyseq.data_prep.wmt_prepare import length_ratio, prepare_wmt
+from nesyseq.common.errors import UserError
+from nesyseq.cli.main import main as nesyseq_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,7 +158,7 @@ def test_bad_inputs_name_the_file_and_write_nothing(tmp_path, capsys):
 
 
 def test_wmt_presets_match_fairseq_sizes():
-    import plugins  # noqa: F401  registers the architectures
+    from nesyseq import plugins  # noqa: F401  registers the architectures
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
     fair = argparse.Namespace()
     ARCH_CONFIG_REGISTRY["transformer_wmt_en_de"](fair)
@@ -182,7 +182,7 @@ def test_prepare_train_evaluate_end_to_end(prepared, tmp_path, capsys):
     """prepare -> fairseq-train (tiny TP-Transformer, 40 updates) -> evaluate wmt; the
     printed BLEU equals sacrebleu.corpus_bleu on the written hypothesis/reference files."""
     import sacrebleu
-    from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+    from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
     data, _ = prepared
     save = tmp_path / "ckpt"
     cmd = [fairseq_bin("fairseq-train"), str(data), "--user-dir", str(USER_DIR),
@@ -219,7 +219,7 @@ def test_prepare_train_evaluate_end_to_end(prepared, tmp_path, capsys):
 @pytest.mark.slow  # three fairseq-hydra-train processes
 def test_hydra_experiment_yaml_composes_each_model(tmp_path):
     """configs/experiments/wmt_en_de.yaml with each WMT model group resolves (hydra --cfg job)."""
-    from nesyseq_common.fairseq_cli import fairseq_bin, small_cpu_env
+    from nesyseq.common.fairseq_cli import fairseq_bin, small_cpu_env
     env = small_cpu_env(True)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     for model, name in (("tp_transformer_wmt_en_de", "tp_transformer"),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from data_prep.wordpiece import WordPiece, detokenize
+from nesyseq.data_prep.wordpiece import WordPiece, detokenize
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "folnet_official"
 REF = json.loads((FIX / "tokenization.json").read_text())
@@ -28,7 +28,7 @@ def test_equals_official_tokenizer(case):
 
 
 def test_fairseq_bpe_wordpiece():
-    import plugins  # noqa: F401  (registers --bpe wordpiece)
+    from nesyseq import plugins  # noqa: F401  (registers --bpe wordpiece)
     from fairseq.data import encoders
     bpe = encoders.build_bpe(argparse.Namespace(bpe="wordpiece", wordpiece_vocab=str(FIX / "wordpiece_vocab.txt"),
                                                 wordpiece_cased=False))
@@ -42,12 +42,12 @@ def test_cli(tmp_path):
     src = tmp_path / "raw.txt"
     src.write_text("\n".join(REF["texts"][:3] + [""]) + "\n", encoding="utf-8")
     out = tmp_path / "raw.wp"
-    proc = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "tokenize", "wordpiece", "--vocab",
+    proc = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "tokenize", "wordpiece", "--vocab",
                            str(FIX / "wordpiece_vocab.txt"), "--input", str(src), "--output", str(out)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text().split("\n") == [" ".join(t) for t in REF["uncased"][:3]] + ["", ""]
-    missing = subprocess.run([sys.executable, "-m", "nesyseq_cli.main", "tokenize", "wordpiece", "--vocab",
+    missing = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "tokenize", "wordpiece", "--vocab",
                               str(tmp_path / "none.txt"), "--input", str(src), "--output", str(out)],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "none.txt" in missing.stderr and "Traceback" not in missing.stderr

@@ -42,7 +42,7 @@ from typing import Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from nesyseq_common.atomic import atomic_write_text as _atomic_write_text  # noqa: E402  (standard library only)
+from nesyseq.common.atomic import atomic_write_text as _atomic_write_text  # noqa: E402  (standard library only)
 
 # What the GPU machine brings (and what must match its CUDA build): never downloaded.
 PROVIDED = {"torch", "triton", "torchaudio"}
@@ -197,7 +197,7 @@ def _smoke(py, work, families, device, tests) -> List[Step]:
     kinds = sorted({SMOKE[f][0] for f in families})
     for kind in kinds:
         if kind == "qa":
-            out.append(Step("data:qa", [py, "-m", "nesyseq_cli.main", "prepare", "qa", "--generate", "--out",
+            out.append(Step("data:qa", [py, "-m", "nesyseq.cli.main", "prepare", "qa", "--generate", "--out",
                                         str(work / "data" / "qa"), "--tasks", "1", "--num-names", "10",
                                         "--train-stories", "60", "--test-stories", "10"], 300, "prepare"))
         else:
@@ -445,7 +445,7 @@ def summary_markdown(env: Dict[str, str], results: List[Result], when: _dt.datet
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """The summary, written whole (nesyseq_common.atomic) into a folder made if missing."""
+    """The summary, written whole (nesyseq.common.atomic) into a folder made if missing."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _atomic_write_text(path, text)
 

@@ -5,7 +5,7 @@ compiler is not.  This runs the full Triton -> PTX -> cubin pipeline (Triton's
 bundled ptxas) for chosen kernel variants and reports registers, spills and
 shared memory from the cubin.  It needs no GPU, so it can run in CI.
 
-    python -m triton_kernels.compile_check [--arch 90] [--quick]
+    python -m nesyseq.triton_kernels.compile_check [--arch 90] [--quick]
 
 The binaries are the ones the runtime would build: each case runs the real
 launch wrappers (``trans_triton._forward`` / ``_backward``) on CPU tensors of the

@@ -85,7 +85,7 @@ class TransConfig:
 
 def default_config(dtype: torch.dtype, T: int = 1024) -> TransConfig:
     """Fixed choice per dtype and size.  Chosen so that every kernel compiles for
-    sm_90 without register spills (``python -m triton_kernels.compile_check``);
+    sm_90 without register spills (``python -m nesyseq.triton_kernels.compile_check``);
     not tuned on a device yet."""
     if dtype == torch.float32:
         return TransConfig(block_x=64, block_y=64, block_a=32, num_warps=4, num_stages=2,

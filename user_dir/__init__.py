@@ -3,4 +3,4 @@
 All code lives in the installed ``plugins`` package; importing it registers
 every nesyseq model, architecture, task and criterion with fairseq.
 """
-import plugins  # noqa: F401
+from nesyseq import plugins  # noqa: F401

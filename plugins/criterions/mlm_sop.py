@@ -24,7 +24,7 @@ from fairseq import metrics
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 
-from plugins.tasks.mlm_sop import SOP_HEAD
+from nesyseq.plugins.tasks.mlm_sop import SOP_HEAD
 
 
 def upcast(x: torch.Tensor) -> torch.Tensor:

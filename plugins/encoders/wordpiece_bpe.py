@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from fairseq.data.encoders import register_bpe
 from fairseq.dataclass import FairseqDataclass
 
-from data_prep.wordpiece import WordPiece, detokenize
+from nesyseq.data_prep.wordpiece import WordPiece, detokenize
 
 
 @dataclass

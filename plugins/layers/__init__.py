@@ -1,4 +1,4 @@
 """nesyseq layers; every module here is imported (and registered) on package import."""
-from plugins._autoimport import import_all
+from nesyseq.plugins._autoimport import import_all
 
 import_all(__name__, __path__)

@@ -16,7 +16,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from plugins.layers.symbolic import ContextSymbols
+from nesyseq.plugins.layers.symbolic import ContextSymbols
 
 logger = logging.getLogger(__name__)
 

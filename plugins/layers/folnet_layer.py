@@ -29,11 +29,11 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from plugins.layers.folnet_masks import FolnetMask
-from plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans, _MaskDropout, dropout  # noqa: F401
-from plugins.layers.symbolic_folnet import SymbolicJoinStream
-from plugins.layers.symbolic_transformer import SlotLayerNorm
-from plugins.torch_compile import call_eager
+from nesyseq.plugins.layers.folnet_masks import FolnetMask
+from nesyseq.plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans, _MaskDropout, dropout  # noqa: F401
+from nesyseq.plugins.layers.symbolic_folnet import SymbolicJoinStream
+from nesyseq.plugins.layers.symbolic_transformer import SlotLayerNorm
+from nesyseq.plugins.torch_compile import call_eager
 
 
 def layer_norm(dim: int) -> nn.LayerNorm:

@@ -26,7 +26,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from triton_kernels import TransMask
+from nesyseq.triton_kernels import TransMask
 
 
 def masked_softmax(logits: Tensor, ok: Tensor, dim: int) -> Tensor:

@@ -30,10 +30,10 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import Tensor
 
-import triton_kernels
-from triton_kernels import TransMask
+from nesyseq import triton_kernels
+from nesyseq.triton_kernels import TransMask
 
-from plugins.layers.folnet_masks import masked_softmax
+from nesyseq.plugins.layers.folnet_masks import masked_softmax
 
 UNARY_OPS = "cjm"  # before the dot (bool "b" is always on)
 BINARY_OPS = "apt"  # after the dot

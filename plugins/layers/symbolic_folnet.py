@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from plugins.layers.symbolic import slot_map
-from plugins.layers.symbolic_transformer import SlotLayerNorm, SymbolicFeedForward
+from nesyseq.plugins.layers.symbolic import slot_map
+from nesyseq.plugins.layers.symbolic_transformer import SlotLayerNorm, SymbolicFeedForward
 
 
 class SymbolicJoinStream(nn.Module):

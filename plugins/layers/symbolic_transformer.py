@@ -34,8 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from plugins.layers.symbolic import _expand_mask, one_hot_phi, slot_layer_norm, slot_map
-from plugins.layers.tp_attention import TPMultiheadAttention
+from nesyseq.plugins.layers.symbolic import _expand_mask, one_hot_phi, slot_layer_norm, slot_map
+from nesyseq.plugins.layers.tp_attention import TPMultiheadAttention
 
 
 class SymbolAlpha(nn.Module):

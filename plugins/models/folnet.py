@@ -27,11 +27,11 @@ from fairseq.models import FairseqEncoder, FairseqEncoderModel, register_model, 
 from fairseq import utils
 from fairseq.utils import safe_getattr
 
-from plugins.layers.folnet_layer import FolnetStack, layer_norm
-from plugins.layers.folnet_masks import real_positions, self_mask
-from plugins.layers.folnet_ops import parse_ops
-from plugins.torch_compile import CompileConfig, maybe_compile
-from plugins.layers.folnet_rpe import (RelativeDistanceEmbedding, relative_distance_ids, segments_after_each_separator,
+from nesyseq.plugins.layers.folnet_layer import FolnetStack, layer_norm
+from nesyseq.plugins.layers.folnet_masks import real_positions, self_mask
+from nesyseq.plugins.layers.folnet_ops import parse_ops
+from nesyseq.plugins.torch_compile import CompileConfig, maybe_compile
+from nesyseq.plugins.layers.folnet_rpe import (RelativeDistanceEmbedding, relative_distance_ids, segments_after_each_separator,
                                        segments_from_separators)
 
 logger = logging.getLogger(__name__)

@@ -24,10 +24,10 @@ from torch import Tensor
 
 from fairseq.models import FairseqIncrementalDecoder
 
-from plugins.layers.folnet_layer import FolnetStack, layer_norm
-from plugins.layers.folnet_masks import encdec_mask, real_positions, self_mask
-from plugins.layers.folnet_rpe import RelativeDistanceEmbedding, cross_id, relative_distance_ids
-from plugins.layers.symbolic import ContextSymbols, lookup_phi, mixture_normalized_probs, symbolic_output_probs
+from nesyseq.plugins.layers.folnet_layer import FolnetStack, layer_norm
+from nesyseq.plugins.layers.folnet_masks import encdec_mask, real_positions, self_mask
+from nesyseq.plugins.layers.folnet_rpe import RelativeDistanceEmbedding, cross_id, relative_distance_ids
+from nesyseq.plugins.layers.symbolic import ContextSymbols, lookup_phi, mixture_normalized_probs, symbolic_output_probs
 
 STATE_KEY = "folnet_state"
 
@@ -36,7 +36,7 @@ class FolnetDecoder(FairseqIncrementalDecoder):
     def __init__(self, cfg, dictionary, embed_tokens: nn.Embedding, layers: int, cross: bool = False,
                  max_positions: int = 1024):
         super().__init__(dictionary)
-        from plugins.models.folnet import stack_kwargs  # avoid an import cycle
+        from nesyseq.plugins.models.folnet import stack_kwargs  # avoid an import cycle
 
         self.cross = cross
         self.embed_tokens = embed_tokens

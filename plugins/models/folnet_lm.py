@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from fairseq.models import FairseqLanguageModel, register_model, register_model_architecture
 from fairseq.utils import safe_getattr
 
-from plugins.torch_compile import maybe_compile
-from plugins.models.folnet import FolnetCommonConfig, _folnet_sizes, folnet_embedding
-from plugins.models.folnet_decoder import FolnetDecoder
+from nesyseq.plugins.torch_compile import maybe_compile
+from nesyseq.plugins.models.folnet import FolnetCommonConfig, _folnet_sizes, folnet_embedding
+from nesyseq.plugins.models.folnet_decoder import FolnetDecoder
 
 
 @dataclass

@@ -40,7 +40,7 @@ from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 # folnet_base widths (plugins/models/folnet.py) and the official FOLNet-base config
 D1, D2, HEADS, F1, F2 = 768, 64, 12, 3072, 256
@@ -105,8 +105,8 @@ def saved_bytes(module: torch.nn.Module, run: Callable[[], object], dtype: torch
 
 
 def ours_layer(dropout: float = 0.0, lean: bool = True, ops: str = "jmc.atp", trans_impl: str = "auto"):
-    from plugins.layers.folnet_layer import FolnetLayer
-    from plugins.layers.folnet_ops import parse_ops
+    from nesyseq.plugins.layers.folnet_layer import FolnetLayer
+    from nesyseq.plugins.layers.folnet_ops import parse_ops
     unary, binary = parse_ops(ops)
     torch.manual_seed(0)
     layer = FolnetLayer(d1=D1, d2=D2, heads=HEADS, ffn1=F1, ffn2=F2, unary_ops=unary, binary_ops=binary,
@@ -158,8 +158,8 @@ def layer_inputs(T: int, B: int, seed: int = 0):
 
 def gpu_trans_impl(T: int, dtype: torch.dtype) -> str:
     """The trans path a CUDA GPU takes under impl 'auto' for an unpadded batch of length T."""
-    import triton_kernels
-    from triton_kernels import TransMask
+    from nesyseq import triton_kernels
+    from nesyseq.triton_kernels import TransMask
     if not triton_kernels.trans_triton.triton_available():
         return "eager"
     return triton_kernels.auto_path(torch.empty(1, D2, T, T, dtype=dtype, device="meta"), TransMask())
@@ -174,7 +174,7 @@ def kernels_as_shapes():
     their code (their inputs or atoms, the output, the softmax statistics).  Only the
     forward runs under this; backward would read garbage.
     """
-    from triton_kernels import trans_triton as tt
+    from nesyseq.triton_kernels import trans_triton as tt
     saved = tt._forward, tt._mode_for, tt._pick_config
 
     def forward(K, v, v_enc, pr, cfg, interpret):
@@ -193,7 +193,7 @@ def count_layer(kind: str, T: int, B: int, dtype: torch.dtype = torch.float32, d
                 official_repo: Optional[str] = None, roots: Tuple[str, ...] = (), layer=None) -> SavedBytes:
     """Bytes one layer keeps at (T, B): kind 'ours' (lean), 'plain' (ours, lean off) or 'official'.
     A layer of ours with trans impl 'triton' is counted with ``kernels_as_shapes`` (forward only)."""
-    from plugins.layers.folnet_masks import self_mask
+    from nesyseq.plugins.layers.folnet_masks import self_mask
     u1, u2 = layer_inputs(T, B)
     if kind == "official":
         layer = layer or official_layer(official_repo, dropout)
@@ -244,7 +244,7 @@ def fit_layer(kind: str, dtype: torch.dtype, dropout: float = 0.0, official_repo
 
 def ours_params(layers: int, vocab: int = 30528) -> int:
     """folnet_base parameters with ``layers`` layers (tied MLM head), counted on the model itself."""
-    from plugins.layers.folnet_layer import FolnetStack
+    from nesyseq.plugins.layers.folnet_layer import FolnetStack
     per_layer = sum(p.numel() for p in ours_layer().parameters())
     # embeddings: words, 2 types, relative positions (2·64+2 ids, D2), MLM head dense + bias
     outside = vocab * D1 + 2 * D1 + (2 * 64 + 2) * D2 + D1 * D1 + D1 + vocab

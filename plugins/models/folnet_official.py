@@ -52,7 +52,7 @@ from typing import Dict, List
 
 import torch
 
-from nesyseq_common.atomic import atomic_write
+from nesyseq.common.atomic import atomic_write
 
 SPECIALS = {"bos": "[CLS]", "pad": "[PAD]", "eos": "[SEP]", "unk": "[UNK]", "mask": "[MASK]"}
 UNARY_LETTERS = {"join": "j", "mu": "m", "cjoin": "c"}
@@ -130,7 +130,7 @@ def model_flags(cfg: dict, path: Path) -> Dict[str, object]:
 
 def arch_and_args(flags: Dict[str, object]) -> List[str]:
     """``--arch`` and the flags that differ from it, as fairseq command-line words."""
-    from plugins.models.folnet import folnet_base, folnet_large
+    from nesyseq.plugins.models.folnet import folnet_base, folnet_large
     import argparse
     arch = "folnet_base"
     for name, fn in (("folnet_base", folnet_base), ("folnet_large", folnet_large)):
@@ -301,7 +301,7 @@ def build_fairseq_model(out_dir: Path, words: List[str]):
     """fairseq's own parser, task and model builder, as ``fairseq-train`` would run them."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from nesyseq_common.fairseq_cli import USER_DIR
+    from nesyseq.common.fairseq_cli import USER_DIR
 
     parser = options.get_training_parser()
     argv = [str(out_dir), "--user-dir", str(USER_DIR), "--task", "masked_lm", "--criterion", "masked_lm",
@@ -386,7 +386,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
     try:
         path = convert(args.checkpoint, args.config, args.vocab, args.out)
     except ConversionError as exc:

@@ -15,12 +15,12 @@ from fairseq.utils import safe_getattr
 import torch
 from torch import nn
 
-from plugins.layers.symbolic import UnseenZeroEmbedding, context_symbols, lookup_phi
-from plugins.layers.symbolic_transformer import SymbolAlpha
-from plugins.torch_compile import maybe_compile
-from plugins.models.folnet import FolnetCommonConfig, FolnetEncoderCore, _folnet_sizes, folnet_embedding
-from plugins.models.folnet_decoder import FolnetDecoder
-from plugins.models.tp_transformer import symbol_ignore_ids
+from nesyseq.plugins.layers.symbolic import UnseenZeroEmbedding, context_symbols, lookup_phi
+from nesyseq.plugins.layers.symbolic_transformer import SymbolAlpha
+from nesyseq.plugins.torch_compile import maybe_compile
+from nesyseq.plugins.models.folnet import FolnetCommonConfig, FolnetEncoderCore, _folnet_sizes, folnet_embedding
+from nesyseq.plugins.models.folnet_decoder import FolnetDecoder
+from nesyseq.plugins.models.tp_transformer import symbol_ignore_ids
 
 
 @dataclass

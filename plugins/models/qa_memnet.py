@@ -35,9 +35,9 @@ from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel, FairseqI
                             register_model, register_model_architecture)
 from torch import Tensor, nn
 
-from plugins.layers.symbolic import (ContextSymbols, HybridEmbedding, context_symbols, lookup_phi,
+from nesyseq.plugins.layers.symbolic import (ContextSymbols, HybridEmbedding, context_symbols, lookup_phi,
                                      masked_slot_softmax, one_hot_phi, symbolic_output_probs)
-from plugins.models.config_defaults import fill_missing_fields
+from nesyseq.plugins.models.config_defaults import fill_missing_fields
 
 
 @dataclass

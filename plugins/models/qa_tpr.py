@@ -29,11 +29,11 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.models import FairseqEncoder, register_model, register_model_architecture
 from torch import nn
 
-from plugins.layers.entity_dropout import droppable_words, word_mask
-from plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
+from nesyseq.plugins.layers.entity_dropout import droppable_words, word_mask
+from nesyseq.plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      slot_layer_norm, symbolic_output_probs)
-from plugins.models.config_defaults import fill_missing_fields
-from plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
+from nesyseq.plugins.models.config_defaults import fill_missing_fields
+from nesyseq.plugins.models.qa_memnet import AnswerDecoder, _QAModel, split_story
 
 logger = logging.getLogger(__name__)
 

@@ -39,16 +39,16 @@ from fairseq.models import (
 )
 from fairseq.utils import safe_getattr
 
-from plugins.layers.symbolic import (ContextSymbols, context_symbols, lookup_phi, mixture_normalized_probs,
+from nesyseq.plugins.layers.symbolic import (ContextSymbols, context_symbols, lookup_phi, mixture_normalized_probs,
                                      symbolic_output_probs)
-from plugins.layers.symbolic_transformer import (SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
+from nesyseq.plugins.layers.symbolic_transformer import (SlotLayerNorm, SymbolAlpha, SymbolicFeedForward,
                                                  SymbolicTPMultiheadAttention)
-from plugins.layers.entity_dropout import drop_context_words, droppable_words
-from plugins.layers.relative_position import RelativePositionBias
-from plugins.layers.tp_attention import TPMultiheadAttention
-from plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
-from plugins.models.config_defaults import fill_missing_fields
-from plugins.torch_compile import CompileConfig, call_eager, maybe_compile
+from nesyseq.plugins.layers.entity_dropout import drop_context_words, droppable_words
+from nesyseq.plugins.layers.relative_position import RelativePositionBias
+from nesyseq.plugins.layers.tp_attention import TPMultiheadAttention
+from nesyseq.plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
+from nesyseq.plugins.models.config_defaults import fill_missing_fields
+from nesyseq.plugins.torch_compile import CompileConfig, call_eager, maybe_compile
 
 ROLE_INIT_CHOICES = ChoiceEnum(["xavier", "default"])
 

@@ -15,7 +15,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import BaseFairseqModel, register_model
 from torch import nn
 
-from plugins.layers.tpru import BiRecurrent, recurrent_param_count
+from nesyseq.plugins.layers.tpru import BiRecurrent, recurrent_param_count
 
 
 @dataclass

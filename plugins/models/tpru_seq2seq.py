@@ -18,7 +18,7 @@ from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel, FairseqI
 from fairseq.utils import safe_getattr
 from torch import nn
 
-from plugins.layers.tpru import BiRecurrent, TPRUCell, recurrent_param_count
+from nesyseq.plugins.layers.tpru import BiRecurrent, TPRUCell, recurrent_param_count
 
 
 @dataclass

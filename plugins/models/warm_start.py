@@ -56,8 +56,8 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from nesyseq_common.atomic import atomic_write
-from nesyseq_common.errors import UserError
+from nesyseq.common.atomic import atomic_write
+from nesyseq.common.errors import UserError
 
 # the models whose every vocabulary tensor ends with one of VOCAB_SUFFIXES (checked for each,
 # tests/test_qa_warm_start.py); other models name theirs otherwise (memnet/stpr: ``*.semantic.weight``,
@@ -128,7 +128,7 @@ def grow_encoder(model: Dict[str, torch.Tensor], layers: int) -> Tuple[int, int]
 
 def model_name(state: dict, checkpoint: str) -> str:
     """The registered model (``tp_transformer``, ...) of a fairseq checkpoint's architecture."""
-    import plugins.models  # noqa: F401  (registers our architectures)
+    import nesyseq.plugins.models  # noqa: F401  (registers our architectures)
     from fairseq.models import ARCH_MODEL_NAME_REGISTRY
 
     model_cfg = (state.get("cfg") or {}).get("model")
@@ -184,7 +184,7 @@ def reset_relative_table(model: Dict[str, torch.Tensor], checkpoint: str, which:
 
 def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_layers: int = None,
                seed: int = 0, relative_table: str = "keep") -> Dict[str, object]:
-    import plugins.checkpoint_safety  # noqa: F401  (the classes a fairseq checkpoint holds)
+    import nesyseq.plugins.checkpoint_safety  # noqa: F401  (the classes a fairseq checkpoint holds)
 
     if relative_table not in RELATIVE_TABLE_CHOICES:
         raise UserError(f"--relative-table {relative_table}: one of {', '.join(RELATIVE_TABLE_CHOICES)}")

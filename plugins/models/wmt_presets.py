@@ -12,7 +12,7 @@ fairseq's ``transformer_wmt_en_de`` is its ``base_architecture``
 from fairseq.models import register_model_architecture
 from fairseq.utils import safe_getattr
 
-from plugins.models import folnet_transformer, tp_transformer
+from nesyseq.plugins.models import folnet_transformer, tp_transformer
 
 
 def _default(args, name, value):

@@ -101,7 +101,7 @@ class EntailmentPairsTask(FairseqTask):
         return torch.tensor([self.dictionary.index(c) for c in formula], dtype=torch.long)
 
     def load_dataset(self, split, combine=False, **kwargs):
-        from data_prep.entailment_data import read_file
+        from nesyseq.data_prep.entailment_data import read_file
 
         path = os.path.join(self.cfg.data, f"{split}.txt")
         if not os.path.exists(path):

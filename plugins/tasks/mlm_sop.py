@@ -22,7 +22,7 @@ from fairseq.utils import safe_getattr
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II
 
-from plugins.tasks.sop_pairs import LAYOUTS, SPLIT_MODES, SentenceOrderDataset
+from nesyseq.plugins.tasks.sop_pairs import LAYOUTS, SPLIT_MODES, SentenceOrderDataset
 
 logger = logging.getLogger(__name__)
 

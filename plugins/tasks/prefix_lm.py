@@ -54,7 +54,7 @@ class PrefixLMGenerationModel(FairseqEncoderDecoderModel):
 @register_task("prefix_lm", dataclass=PrefixLMConfig)
 class PrefixLMTask(TranslationTask):
     def build_model(self, cfg, from_checkpoint=False):
-        from plugins.models.folnet_lm import FolnetLanguageModel
+        from nesyseq.plugins.models.folnet_lm import FolnetLanguageModel
 
         model = super().build_model(cfg, from_checkpoint)
         if not isinstance(model, FolnetLanguageModel):
@@ -63,7 +63,7 @@ class PrefixLMTask(TranslationTask):
         return model
 
     def build_generator(self, models, args, **kwargs):
-        from plugins.models.folnet_lm import FolnetLanguageModel
+        from nesyseq.plugins.models.folnet_lm import FolnetLanguageModel
 
         models = [PrefixLMGenerationModel(m) if isinstance(m, FolnetLanguageModel) else m for m in models]
         return super().build_generator(models, args, **kwargs)

@@ -17,8 +17,8 @@ import sys
 
 import numpy as np
 
-from data_prep.math_compat import apply_aliases
-from data_prep.math_generate import job_seed
+from nesyseq.data_prep.math_compat import apply_aliases
+from nesyseq.data_prep.math_generate import job_seed
 
 LEVEL = {"train-easy": 0, "train-medium": 1, "train-hard": 2}
 

@@ -7,7 +7,7 @@ import sys
 import torch
 from fairseq import checkpoint_utils
 
-import user_dir  # noqa: F401  (registers the safe globals the checkpoint needs)
+from nesyseq import user_dir  # noqa: F401  (registers the safe globals the checkpoint needs)
 
 
 def last(pattern, text):

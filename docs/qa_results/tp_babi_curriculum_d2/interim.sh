@@ -6,7 +6,7 @@ set -euo pipefail
 OUT=${1:?OUT} S=${2:?SEED}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$HERE/interim_s$S"
-python -m nesyseq_cli.main evaluate qa --out "$OUT/interim_s$S" \
+python -m nesyseq.cli.main evaluate qa --out "$OUT/interim_s$S" \
   --run "model=tp_transformer_tiny_sym,task=2,seed=$S,arms=keep zero,ckpt=$OUT/ck/t2_s${S}_{arm}/checkpoint_best.pt,data=$OUT/data/bin/task2"
 cut -d, -f1-9,12 "$OUT/interim_s$S/qa_results.csv" > "$HERE/interim_s$S/qa_results.csv"   # without the scratch paths
 cp "$OUT/interim_s$S/qa_table.md" "$HERE/interim_s$S/"

@@ -6,8 +6,8 @@ import sys
 
 import torch
 
-import plugins.checkpoint_safety  # noqa: F401  (the allow-list for weights_only loading)
-from plugins.layers.relative_position import relative_bucket
+import nesyseq.plugins.checkpoint_safety  # noqa: F401  (the allow-list for weights_only loading)
+from nesyseq.plugins.layers.relative_position import relative_bucket
 
 KEY = "encoder.relative_bias.table.weight"
 

@@ -10,8 +10,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nesyseq_common.atomic import atomic_write  # noqa: E402
-from plugins.layers.relative_position import relative_bucket  # noqa: E402
+from nesyseq.common.atomic import atomic_write  # noqa: E402
+from nesyseq.plugins.layers.relative_position import relative_bucket  # noqa: E402
 from table_offsets import load_table  # noqa: E402  (beside this file)
 
 src, dst, offsets = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]

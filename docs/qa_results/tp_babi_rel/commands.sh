@@ -12,11 +12,11 @@ keep_valid() {  # the log must exist; the kept file is replaced whole or not at 
 }
 # data: 10 names, 10,000 train stories (10% held out as valid), 1,000 test stories; the same
 # binaries as `--tasks 1` alone (checked with cmp) and as docs/qa_results/tp_babi_s10k
-python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n10" --tasks 1,2 --num-names 10 \
+python -m nesyseq.cli.main prepare qa --generate --out "$OUT/data_n10" --tasks 1,2 --num-names 10 \
     --train-stories 10000 --test-stories 1000 --seed 0
-python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n1000" --tasks 1 --num-names 1000 \
+python -m nesyseq.cli.main prepare qa --generate --out "$OUT/data_n1000" --tasks 1 --num-names 1000 \
     --train-stories 10000 --test-stories 1000 --seed 0
-python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n100" --tasks 1 --num-names 100 \
+python -m nesyseq.cli.main prepare qa --generate --out "$OUT/data_n100" --tasks 1 --num-names 100 \
     --train-stories 10000 --test-stories 1000 --seed 0
 PLATEAU="--dropout 0.1 --lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 3"
 REL="$PLATEAU --encoder-relative-buckets 32"
@@ -133,7 +133,7 @@ for f in "$HERE"/*_valid.txt; do keep_valid "$(basename "$f" _valid.txt)"; done
 # Fig. 1 at 10,000 names (2026-11-28, thirty-first session): the 64-bucket runs of 1,000 names
 # again on data regenerated with 10,000 names (same generator seed, story counts and options),
 # symbolic to 36,000 updates at most, its twin to 12,000, the same stop rule; two lanes
-python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n10000" --tasks 1 --num-names 10000 \
+python -m nesyseq.cli.main prepare qa --generate --out "$OUT/data_n10000" --tasks 1 --num-names 10000 \
     --train-stories 10000 --test-stories 1000 --seed 0
 N10000=$OUT/data_n10000/bin/task1
 fig1_n10000() {  # fig1_n10000 SEED: the symbolic run; fig1_n10000 SEED twin: the twin

@@ -13,7 +13,7 @@ from collections import Counter
 import torch
 from fairseq import checkpoint_utils
 
-from evaluations.qa_eval import load_state
+from nesyseq.evaluations.qa_eval import load_state
 
 
 def main(ckpt: str, data: str, n: int = 256) -> None:

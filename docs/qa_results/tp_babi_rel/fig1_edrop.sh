@@ -32,7 +32,7 @@ OUT=${1:?OUT} N=${2:?NUM_NAMES} RATE=${3:-0.5} SEEDS=${4:-"0 1 2"} WORDS=${5:-na
 HERE=$(cd "$(dirname "$0")" && pwd)
 DATA=$OUT/data_n$N/bin/task1
 if [ ! -f "$DATA/dict.src.txt" ]; then
-  python -m nesyseq_cli.main prepare qa --generate --out "$OUT/data_n$N" --tasks 1 --num-names "$N" \
+  python -m nesyseq.cli.main prepare qa --generate --out "$OUT/data_n$N" --tasks 1 --num-names "$N" \
       --train-stories 10000 --test-stories 1000 --seed 0
 fi
 # the generator's names (qa_generate.make_names, generator seed 0), one per line

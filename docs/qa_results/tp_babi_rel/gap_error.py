@@ -11,7 +11,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
-from nesyseq_common.generate_output import read_generate_output  # noqa: E402
+from nesyseq.common.generate_output import read_generate_output  # noqa: E402
 
 WIDTH, LAST = 16, 4          # buckets 0-15, 16-31, 32-47, 48-63, 64+
 

@@ -15,7 +15,7 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
-from nesyseq_common.generate_output import read_generate_output  # noqa: E402
+from nesyseq.common.generate_output import read_generate_output  # noqa: E402
 
 
 def train_counts(path):

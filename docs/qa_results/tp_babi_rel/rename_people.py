@@ -15,9 +15,9 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
-from data_prep.qa_babi import parse_babi_lines, read_babi_lines  # noqa: E402
-from data_prep.qa_zero_shot import rename_lines  # noqa: E402
-from nesyseq_common.atomic import atomic_write_bytes  # noqa: E402
+from nesyseq.data_prep.qa_babi import parse_babi_lines, read_babi_lines  # noqa: E402
+from nesyseq.data_prep.qa_zero_shot import rename_lines  # noqa: E402
+from nesyseq.common.atomic import atomic_write_bytes  # noqa: E402
 
 STATEMENT = re.compile(r"^\d+ (\w+) ")
 QUESTION = re.compile(r"^\d+ Where is (\w+)\?\t")

@@ -10,8 +10,8 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
-from data_prep.qa_generate import DROP_VERBS, GRAB_VERBS  # noqa: E402
-from nesyseq_common.generate_output import read_generate_output  # noqa: E402
+from nesyseq.data_prep.qa_generate import DROP_VERBS, GRAB_VERBS  # noqa: E402
+from nesyseq.common.generate_output import read_generate_output  # noqa: E402
 
 RECS = read_generate_output(pathlib.Path(sys.argv[1]))
 if not RECS:

@@ -3,7 +3,7 @@ is mentioned: right, an earlier room of that person, or a room of someone else.
 Usage: python failure_modes.py GENERATE_LOG"""
 import collections, pathlib, sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
-from nesyseq_common.generate_output import read_generate_output  # noqa: E402
+from nesyseq.common.generate_output import read_generate_output  # noqa: E402
 RECS = read_generate_output(pathlib.Path(sys.argv[1]))
 if not RECS: sys.exit(f"{sys.argv[1]}: no S-/T-/H- lines (not a fairseq-generate log?)")
 S, T, H = ({k: r[x] for k, r in RECS.items()} for x in "STH")

@@ -16,8 +16,8 @@ import shutil
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
-from data_prep.qa_pipeline import _binarize  # noqa: E402
-from nesyseq_common.atomic import atomic_write_bytes  # noqa: E402
+from nesyseq.data_prep.qa_pipeline import _binarize  # noqa: E402
+from nesyseq.common.atomic import atomic_write_bytes  # noqa: E402
 
 
 def main(data, out, tasks):

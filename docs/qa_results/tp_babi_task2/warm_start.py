@@ -21,10 +21,10 @@ import sys
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
-import plugins.checkpoint_safety  # noqa: E402,F401  (the classes a fairseq checkpoint needs)
+import nesyseq.plugins.checkpoint_safety  # noqa: E402,F401  (the classes a fairseq checkpoint needs)
 from fairseq.data import Dictionary  # noqa: E402
-from nesyseq_common.atomic import atomic_write  # noqa: E402
-from plugins.layers.symbolic import HybridEmbedding  # noqa: E402
+from nesyseq.common.atomic import atomic_write  # noqa: E402
+from nesyseq.plugins.layers.symbolic import HybridEmbedding  # noqa: E402
 
 VOCAB_KEYS = ("encoder.embedding.embed_tokens.weight", "decoder.embedding.embed_tokens.weight",
               "encoder.alpha.alpha_logit", "decoder.alpha.alpha_logit")

@@ -34,7 +34,7 @@ for v in no_ls no_rn adam; do
     done_seeds+=("$s")
     runs+=(--run "model=memnet,task=2,seed=$s,ckpt=$OUT/$v/ck/memnet_t2_s$s/checkpoint_best.pt,data=$OUT/$v/data/bin/task2,split=original,subset=test")
   done
-  ${PYTHON:-python} -m nesyseq_cli.main evaluate qa "${runs[@]}" --out "$OUT/$v/report"
+  ${PYTHON:-python} -m nesyseq.cli.main evaluate qa "${runs[@]}" --out "$OUT/$v/report"
   cp "$OUT/$v/report/qa_results.csv" "$HERE/${v}_qa_results.csv"
   for s in "${done_seeds[@]}"; do grep "valid on" "$OUT/$v/ck/memnet_t2_s$s.log" | sed 's/^.*| INFO | valid | //' \
       > "$HERE/${v}_memnet_t2_s${s}_valid.txt"; done

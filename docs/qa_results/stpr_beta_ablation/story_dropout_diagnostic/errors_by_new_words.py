@@ -10,7 +10,7 @@ from collections import Counter
 
 import torch
 
-from evaluations.qa_eval import answers
+from nesyseq.evaluations.qa_eval import answers
 
 data, subset, ckpts = sys.argv[1], sys.argv[2], sys.argv[3:]
 for ck in ckpts:

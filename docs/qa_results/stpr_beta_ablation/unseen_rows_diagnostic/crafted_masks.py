@@ -3,9 +3,9 @@ path of an stpr trained with entity dropout handle a dropped answer when (a) onl
 is dropped, (b) every room word of the story is dropped (test_rooms' situation)?"""
 import os, sys, torch
 from fairseq import checkpoint_utils
-import plugins
-import plugins.models.qa_tpr as qt
-from plugins.layers import symbolic as S
+from nesyseq import plugins
+import nesyseq.plugins.models.qa_tpr as qt
+from nesyseq.plugins.layers import symbolic as S
 
 cap = {}
 orig = S.symbolic_output_probs

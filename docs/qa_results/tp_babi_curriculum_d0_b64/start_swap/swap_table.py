@@ -6,7 +6,7 @@ import os
 
 import torch
 
-import plugins  # noqa: F401  (checkpoint classes allowed for torch.load)
+from nesyseq import plugins  # noqa: F401  (checkpoint classes allowed for torch.load)
 
 KEY = "encoder.relative_bias.table.weight"
 ap = argparse.ArgumentParser()

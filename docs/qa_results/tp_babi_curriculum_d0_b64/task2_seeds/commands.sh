@@ -24,6 +24,6 @@ rm "$HERE"/t1_s1[012]_valid.txt   # task 1 is the first run's seed 1: ../t1_s1_v
 # the table again with the code that records each checkpoint's valid loss (ed50a9f), task 2 only
 RUNS=()
 for s in 10 11 12; do RUNS+=(--run "model=tp_transformer_tiny_sym,task=2,seed=$s,ckpt=$OUT/ck/t2_s$s/checkpoint_best.pt,data=$OUT/data/bin/task2"); done
-python -m nesyseq_cli.main evaluate qa --out "$OUT/report2" --label "bAbI-style, data seed 0, task-1 start of seed 1" "${RUNS[@]}"
+python -m nesyseq.cli.main evaluate qa --out "$OUT/report2" --label "bAbI-style, data seed 0, task-1 start of seed 1" "${RUNS[@]}"
 cut -d, -f1-9,12 "$OUT/report2/qa_results.csv" > "$HERE/qa_results.csv"   # without the scratch paths
 cp "$OUT/report2/qa_table.md" "$HERE/qa_table.md"

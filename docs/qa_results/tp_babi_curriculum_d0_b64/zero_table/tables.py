@@ -5,8 +5,8 @@ import sys
 
 import torch
 
-import plugins  # noqa: F401  (checkpoint classes allowed for torch.load)
-from plugins.layers.relative_position import relative_bucket
+from nesyseq import plugins  # noqa: F401  (checkpoint classes allowed for torch.load)
+from nesyseq.plugins.layers.relative_position import relative_bucket
 
 KEY = "encoder.relative_bias.table.weight"
 first = sys.argv[1]

@@ -6,7 +6,7 @@
 set -euo pipefail
 B=${1:?the released en-10k folder}; O=${2:?OUT}
 HERE=$(cd "$(dirname "$0")" && pwd)
-python -m nesyseq_cli.main prepare qa --source "$B" --out "$O/data" --tasks 2 --seed 0 >/dev/null
+python -m nesyseq.cli.main prepare qa --source "$B" --out "$O/data" --tasks 2 --seed 0 >/dev/null
 touch "$O/data/.done"
 for s in 11 12; do
   SYM_POSITIONS=role ENTITY_TYPE=0.3 configs/qa_babi_table2.sh "$B" "$O" stpr "$s" 2 32000 > "$O/run_s$s.out" 2>&1 &

@@ -3,8 +3,8 @@ batch 1; for each question whose answer flips, its top-2 probabilities alone and
 probability difference against a batch of its 256 neighbours (a different padding).
 Usage: python padding_probe.py CKPT BABI_FILE DATA_BIN   (repository root on PYTHONPATH)"""
 import sys, torch
-from evaluations.qa_external import evaluate_babi_file, load_with_words
-from data_prep.qa_babi import parse_babi_file
+from nesyseq.evaluations.qa_external import evaluate_babi_file, load_with_words
+from nesyseq.data_prep.qa_babi import parse_babi_file
 from fairseq.data import LanguagePairDataset
 ck, f, data = sys.argv[1:4]
 a = evaluate_babi_file(ck, f, data, batch_size=256, predictions=True)

@@ -6,8 +6,8 @@ Usage: python people_fit.py DATA_BIN BABI_FILE CKPT...   (repository root on PYT
 import collections
 import sys
 
-from data_prep.qa_babi import parse_babi_file
-from evaluations.qa_external import evaluate_babi_file
+from nesyseq.data_prep.qa_babi import parse_babi_file
+from nesyseq.evaluations.qa_external import evaluate_babi_file
 
 MOVES = {"moved", "went", "journeyed", "travelled"}      # bAbI task 2's movement verbs
 

@@ -9,8 +9,8 @@ import sys
 
 import torch
 
-from data_prep.qa_zero_shot import BABI_ENTITIES
-import user_dir  # noqa: F401  (registers the checkpoint classes as safe globals)
+from nesyseq.data_prep.qa_zero_shot import BABI_ENTITIES
+from nesyseq import user_dir  # noqa: F401  (registers the checkpoint classes as safe globals)
 
 POSITIONS = 7
 
@@ -42,7 +42,7 @@ def main(babi_file, ckpts):
         m = torch.load(ck, map_location="cpu", weights_only=True)["model"]
         beta = torch.sigmoid(m["encoder.beta_logit"]).item()
         if "encoder.sym_pos_roles" in m:
-            from plugins.models.qa_tpr import TPREncoder
+            from nesyseq.plugins.models.qa_tpr import TPREncoder
             rows = list(zip(TPREncoder.ROLES, m["encoder.sym_pos_roles"]))
         elif "encoder.sym_pos" in m:
             rows = [("shared", m["encoder.sym_pos"])]

@@ -29,7 +29,7 @@ def fairseq_generate(cmd_args, out_dir: Path, subset: str, cpu: bool, what: str)
     naming ``what`` and the log, with the log's last lines."""
     import subprocess
 
-    from nesyseq_common.errors import UserError
+    from nesyseq.common.errors import UserError
 
     cmd = [fairseq_bin("fairseq-generate")] + [str(a) for a in cmd_args]
     if cpu:

@@ -28,29 +28,29 @@ import importlib
 import sys
 from typing import Iterable, Optional, Tuple
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 # (group, name) -> (module, one-line help).  ``name`` None is a top-level command.
 COMMANDS = {
-    ("prepare", "math"): ("data_prep.math_cli", "generate, preprocess and binarize the Mathematics Dataset"),
-    ("prepare", "wmt"): ("data_prep.wmt_prepare", "clean, SentencePiece and binarize a parallel corpus (WMT)"),
-    ("evaluate", "math"): ("evaluations.math_eval", "exact-match accuracy per module of a checkpoint"),
-    ("evaluate", "lm"): ("evaluations.lm_eval", "a language model's loss and perplexity (fairseq eval-lm) as a table"),
-    ("evaluate", "wmt"): ("evaluations.wmt_eval", "decode a translation checkpoint; sacrebleu BLEU and chrF"),
-    ("analyze", "roles"): ("evaluations.roles", "k-means clusters of TP-Transformer role vectors (Fig. 3)"),
-    ("prepare", "qa"): ("data_prep.qa_cli", "bAbI folder or bAbI-style generator -> fairseq data for --task babi_qa"),
-    ("prepare", "qa-zero-shot"): ("data_prep.qa_zero_shot", "the paper's zero-shot test files: bAbI test files with unseen rooms / objects / people"),
-    ("evaluate", "qa"): ("evaluations.qa_eval", "answer error of babi_qa checkpoints: table, CSV, PNGs"),
-    ("quickstart", None): ("nesyseq_cli.quickstart", "small end-to-end Mathematics Dataset run"),
-    ("launch", None): ("slurm.launcher", "run an experiment's stages as SLURM (or local) jobs"),
-    ("status", None): ("slurm.status", "state of every job of a launched run, and failure causes"),
-    ("collect", None): ("slurm.collect", "one mean ± std table and plot over a run's job array"),
-    ("prepare", "entailment"): ("data_prep.entailment_cli", "logical entailment data: Evans et al. files or our generator"),
-    ("evaluate", "entailment"): ("evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
-    ("tokenize", "wordpiece"): ("data_prep.wordpiece", "BERT WordPiece tokenization (for converted FOLNet checkpoints)"),
-    ("convert", "folnet"): ("plugins.models.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
-    ("memory", "folnet"): ("plugins.models.folnet_memory", "predicted peak GPU training memory of FOLNet from counted saved bytes"),
-    ("convert", "warm-start"): ("plugins.models.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
+    ("prepare", "math"): ("nesyseq.data_prep.math_cli", "generate, preprocess and binarize the Mathematics Dataset"),
+    ("prepare", "wmt"): ("nesyseq.data_prep.wmt_prepare", "clean, SentencePiece and binarize a parallel corpus (WMT)"),
+    ("evaluate", "math"): ("nesyseq.evaluations.math_eval", "exact-match accuracy per module of a checkpoint"),
+    ("evaluate", "lm"): ("nesyseq.evaluations.lm_eval", "a language model's loss and perplexity (fairseq eval-lm) as a table"),
+    ("evaluate", "wmt"): ("nesyseq.evaluations.wmt_eval", "decode a translation checkpoint; sacrebleu BLEU and chrF"),
+    ("analyze", "roles"): ("nesyseq.evaluations.roles", "k-means clusters of TP-Transformer role vectors (Fig. 3)"),
+    ("prepare", "qa"): ("nesyseq.data_prep.qa_cli", "bAbI folder or bAbI-style generator -> fairseq data for --task babi_qa"),
+    ("prepare", "qa-zero-shot"): ("nesyseq.data_prep.qa_zero_shot", "the paper's zero-shot test files: bAbI test files with unseen rooms / objects / people"),
+    ("evaluate", "qa"): ("nesyseq.evaluations.qa_eval", "answer error of babi_qa checkpoints: table, CSV, PNGs"),
+    ("quickstart", None): ("nesyseq.cli.quickstart", "small end-to-end Mathematics Dataset run"),
+    ("launch", None): ("nesyseq.slurm.launcher", "run an experiment's stages as SLURM (or local) jobs"),
+    ("status", None): ("nesyseq.slurm.status", "state of every job of a launched run, and failure causes"),
+    ("collect", None): ("nesyseq.slurm.collect", "one mean ± std table and plot over a run's job array"),
+    ("prepare", "entailment"): ("nesyseq.data_prep.entailment_cli", "logical entailment data: Evans et al. files or our generator"),
+    ("evaluate", "entailment"): ("nesyseq.evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
+    ("tokenize", "wordpiece"): ("nesyseq.data_prep.wordpiece", "BERT WordPiece tokenization (for converted FOLNet checkpoints)"),
+    ("convert", "folnet"): ("nesyseq.plugins.models.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
+    ("memory", "folnet"): ("nesyseq.plugins.models.folnet_memory", "predicted peak GPU training memory of FOLNet from counted saved bytes"),
+    ("convert", "warm-start"): ("nesyseq.plugins.models.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
 }
 
 GROUP_HELP = {

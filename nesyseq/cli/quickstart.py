@@ -15,9 +15,9 @@ import shutil
 import time
 from pathlib import Path
 
-from nesyseq_common.errors import UserError
-from nesyseq_common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
-from nesyseq_cli.train_progress import run_with_progress
+from nesyseq.common.errors import UserError
+from nesyseq.common.fairseq_cli import USER_DIR, fairseq_bin, small_cpu_env
+from nesyseq.cli.train_progress import run_with_progress
 
 DEFAULT_MODULES = "numbers__place_value,comparison__pair,arithmetic__add_or_sub,numbers__round_number"
 
@@ -61,8 +61,8 @@ def _has_cuda() -> bool:
 
 
 def run(args) -> int:
-    from data_prep.math_pipeline import prepare_math
-    from evaluations.math_eval import evaluate_math
+    from nesyseq.data_prep.math_pipeline import prepare_math
+    from nesyseq.evaluations.math_eval import evaluate_math
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

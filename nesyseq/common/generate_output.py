@@ -4,7 +4,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict
 
-from nesyseq_common.errors import UserError
+from nesyseq.common.errors import UserError
 
 
 def read_generate_output(path: Path) -> Dict[int, Dict[str, str]]:
