@@ -26,7 +26,7 @@ import torch
 from .eager import trans_eager
 from .reference import MASK_KINDS, TransMask, allowed_masks, trans_reference
 from . import trans_triton as _tt  # imports triton lazily
-from .trans_triton import TransConfig, TransKernelUnavailable
+from .trans_triton import TransConfig, TransKernelUnavailable, trans_from_atoms
 
 TRANS_IMPLS = ("auto", "triton", "torch", "eager")
 
@@ -52,6 +52,17 @@ def auto_path(K, mask) -> str:
     if kind == "none" and (K.shape[-1] >= EAGER_UNMASKED_MIN_COLUMNS or K.dtype in EAGER_UNMASKED_DTYPES):
         return "eager"
     return "triton"
+
+
+def trans_path(K_dtype, K_is_cuda: bool, K_shape, mask, impl: str) -> str:
+    """The path ``trans`` takes for logits of this dtype / device / shape: 'triton', 'eager' or 'torch'."""
+    if impl in ("torch", "eager"):
+        return impl
+    if impl == "triton":
+        return "triton"
+    if K_is_cuda and K_dtype in _tt.SUPPORTED_DTYPES and _triton_module() is not None:
+        return auto_path(torch.empty(K_shape, dtype=K_dtype, device="meta"), mask)
+    return "torch"
 
 
 def _triton_module():
@@ -84,5 +95,5 @@ def trans(K, v, mask=None, v_enc=None, impl: str = "auto"):
     return mod.trans_triton(K, v, mask, v_enc)
 
 
-__all__ = ["EAGER_UNMASKED_DTYPES", "EAGER_UNMASKED_MIN_COLUMNS", "MASK_KINDS", "TRANS_IMPLS", "auto_path", "trans_eager", "TransConfig", "TransKernelUnavailable", "TransMask", "allowed_masks", "trans",
+__all__ = ["EAGER_UNMASKED_DTYPES", "EAGER_UNMASKED_MIN_COLUMNS", "MASK_KINDS", "TRANS_IMPLS", "auto_path", "trans_eager", "TransConfig", "TransKernelUnavailable", "TransMask", "allowed_masks", "trans", "trans_from_atoms", "trans_path",
            "trans_reference"]

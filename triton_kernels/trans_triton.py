@@ -461,6 +461,76 @@ class TransFunction(torch.autograd.Function):
         return dK, dv, dve, None, None
 
 
+def _project(x: Tensor, W: Tensor, dtype: torch.dtype, shape) -> Tensor:
+    """Channel-major W x^T for channel-last x (B, N, C): (B, C_out, N) viewed as ``shape``, in ``dtype``."""
+    return torch.bmm(W.to(dtype).expand(x.shape[0], -1, -1), x.to(dtype).transpose(1, 2)).view(shape)
+
+
+class TransFromAtoms(torch.autograd.Function):
+    """Fused trans of K = Wk x and v = Wv x, one set of binary atoms x, keeping neither K nor v.
+
+    apply(x, Wk, Wv, T, mask, config): x (B, T·T, C) channel-last (the layer-normed
+    binary atoms, kept by the layer's other readers anyway), Wk, Wv (D2, C) without
+    bias; K_h(x, a) and v_h(a, y) are the two channel-major projections (B, D2, T, T),
+    as ``plugins.layers.folnet_ops._channel_major`` writes them.  ``TransFunction``
+    keeps K and v, two binary-sized tensors; here backward rebuilds them (two D2 x C
+    GEMMs, the forward's own products in the forward's dtype) and keeps only the output
+    and the softmax statistics the kernels' backward reads.  Self masks only (no
+    encoder columns, no cached rows).
+    """
+
+    @staticmethod
+    def forward(ctx, x, Wk, Wv, T: int, mask, config):
+        B, D2 = x.shape[0], Wk.shape[0]
+        dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+        K = _project(x, Wk, dtype, (B, D2, T, T))
+        v = _project(x, Wv, dtype, (B, D2, T, T))
+        interpret = _mode_for(K)
+        pr = _prepare(K, v, mask, None)
+        cfg = config or _pick_config(K, v, None, pr, interpret, any(ctx.needs_input_grad[:3]))
+        out, lse = _forward(K, v, None, pr, cfg, interpret)
+        ctx.save_for_backward(x, Wk, Wv, out, lse)
+        ctx.pr, ctx.cfg, ctx.interpret, ctx.T, ctx.dtype = pr, cfg, interpret, T, dtype
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dout):
+        x, Wk, Wv, out, lse = ctx.saved_tensors
+        B, D2, T, dtype = x.shape[0], Wk.shape[0], ctx.T, ctx.dtype
+        K = _project(x, Wk, dtype, (B, D2, T, T))
+        v = _project(x, Wv, dtype, (B, D2, T, T))
+        dK, dv, _ = _backward(dout.to(dtype).contiguous(), K, v, None, out, lse, ctx.pr, ctx.cfg, ctx.interpret,
+                              need_k=True, need_v=True, need_ve=False)
+        dK, dv = dK.reshape(B, D2, T * T), dv.reshape(B, D2, T * T)
+        gx = gWk = gWv = None
+        if ctx.needs_input_grad[0]:
+            gx = (torch.bmm(dK.transpose(1, 2), Wk.to(dtype).expand(B, -1, -1))
+                  + torch.bmm(dv.transpose(1, 2), Wv.to(dtype).expand(B, -1, -1))).to(x.dtype)
+        xd = x.to(dtype)
+        if ctx.needs_input_grad[1]:
+            gWk = torch.bmm(dK, xd).sum(0).to(Wk.dtype)
+        if ctx.needs_input_grad[2]:
+            gWv = torch.bmm(dv, xd).sum(0).to(Wv.dtype)
+        return gx, gWk, gWv, None, None, None
+
+
+def trans_from_atoms(x: Tensor, Wk: Tensor, Wv: Tensor, mask: Optional[TransMask] = None,
+                     config: Optional[TransConfig] = None) -> Tensor:
+    """trans(Wk x, Wv x) (B, D2, T, T) for binary atoms x (B, T, T, C); see ``TransFromAtoms``."""
+    mask = mask or TransMask()
+    if mask.kind == "encdec" or mask.query_offset != 0:
+        raise ValueError("trans_from_atoms: self masks over all rows only (no encoder columns, no cached rows)")
+    B, T, T2, C = x.shape
+    if T != T2:
+        raise ValueError(f"trans_from_atoms: square binary atoms expected, got {tuple(x.shape)}")
+    act = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+    if act not in SUPPORTED_DTYPES:
+        raise TransKernelUnavailable(f"Triton trans supports fp32/fp16/bf16, got {act}")
+    _mode_for(x)
+    return TransFromAtoms.apply(x.reshape(B, T * T, C), Wk, Wv, T, mask, config)
+
+
 def _check_inputs(K: Tensor, v: Tensor, v_enc: Optional[Tensor]):
     if K.dtype not in SUPPORTED_DTYPES:
         raise TransKernelUnavailable(f"Triton trans supports fp32/fp16/bf16, got {K.dtype}")

@@ -11,6 +11,7 @@
     nesyseq convert export    a trained checkpoint's weights only (fp16), for re-evaluation
     nesyseq convert warm-start  a trained checkpoint re-indexed to another dictionary (curriculum; docs/qa.md)
     nesyseq tokenize wordpiece  BERT WordPiece tokenization of raw text (for converted FOLNet checkpoints)
+    nesyseq memory folnet     predicted peak GPU training memory of FOLNet (docs/folnet.md)
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
     nesyseq fetch NAME        download an external dataset, verify its sha256, extract it
     nesyseq train             fairseq-train, optionally stopped at a best valid loss (--stop-at-best)
@@ -43,6 +44,7 @@ COMMANDS = {
     ("prepare", "qa"): ("nesyseq.data_prep.qa_cli", "bAbI folder or bAbI-style generator -> fairseq data for --task babi_qa"),
     ("prepare", "qa-zero-shot"): ("nesyseq.data_prep.qa_zero_shot", "the paper's zero-shot test files: bAbI test files with unseen rooms / objects / people"),
     ("evaluate", "qa"): ("nesyseq.evaluations.qa_eval", "answer error of babi_qa checkpoints: table, CSV, PNGs"),
+    ("memory", "folnet"): ("nesyseq.evaluations.folnet_memory", "predicted peak GPU training memory of FOLNet from counted saved bytes"),
     ("user-dir", None): ("nesyseq.cli.paths", "print the folder to give fairseq's --user-dir (installed or checkout)"),
     ("quickstart", None): ("nesyseq.cli.quickstart", "small end-to-end Mathematics Dataset run"),
     ("fetch", None): ("nesyseq.data_prep.fetch", "download an external dataset (bAbI, logical entailment, WMT'14 en-de), "
@@ -67,6 +69,7 @@ GROUP_HELP = {
     "analyze": "inspect what a trained model learned",
     "convert": "import checkpoints released by other code bases, or carry ours to another dictionary",
     "tokenize": "tokenize raw text for a model's vocabulary",
+    "memory": "predict a model's training memory",
 }
 
 

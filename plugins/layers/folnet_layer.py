@@ -30,7 +30,7 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from nesyseq.plugins.layers.folnet_masks import FolnetMask
-from nesyseq.plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans
+from nesyseq.plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans, dropout
 from nesyseq.plugins.layers.symbolic_folnet import SymbolicJoinStream
 from nesyseq.plugins.layers.symbolic import SlotLayerNorm
 from nesyseq.plugins.torch_compile import call_eager
@@ -39,6 +39,42 @@ from nesyseq.plugins.torch_compile import call_eager
 def layer_norm(dim: int) -> nn.LayerNorm:
     """The official LN: no affine parameters, eps 1e-12 (folnet.py:84)."""
     return nn.LayerNorm(dim, eps=1e-12, elementwise_affine=False)
+
+
+class _NormKeepOutput(torch.autograd.Function):
+    """Non-affine LayerNorm y = (x - mean) · rstd that keeps y and rstd for backward, not x.
+
+    torch's LayerNorm keeps its input x (and mean, rstd); its output y is kept anyway
+    by the readers that follow (they save their GEMM input), so keeping x is a second
+    copy of a binary-sized tensor.  With y = x̂ the gradient is
+    dx = rstd · (dy - mean(dy) - y · mean(dy · y)), the same formula as torch's.
+    The forward is torch's own kernel (same values as ``nn.LayerNorm``).
+    """
+
+    @staticmethod
+    def forward(ctx, x, eps: float):
+        y, _, rstd = torch.native_layer_norm(x, (x.shape[-1],), None, None, eps)
+        ctx.save_for_backward(y, rstd)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, gy):
+        y, rstd = ctx.saved_tensors
+        acc = torch.float64 if y.dtype == torch.float64 else torch.float32
+        g, yf = gy.to(acc), y.to(acc)
+        gx = g - g.mean(-1, keepdim=True) - yf * (g * yf).mean(-1, keepdim=True)
+        return (gx.mul_(rstd.to(acc))).to(y.dtype), None
+
+
+def norm(ln: nn.LayerNorm, x: Tensor, lean: bool) -> Tensor:
+    """``ln(x)``; with ``lean`` (training, not under --compile) through ``_NormKeepOutput``."""
+    if lean and torch.is_grad_enabled() and x.requires_grad and not torch.compiler.is_compiling():
+        if torch.is_autocast_enabled(x.device.type):  # autocast runs layer_norm in float32
+            with torch.autocast(x.device.type, enabled=False):
+                return _NormKeepOutput.apply(x.float(), ln.eps)
+        return _NormKeepOutput.apply(x, ln.eps)
+    return ln(x)
 
 
 class BoolFFN(nn.Module):
@@ -70,12 +106,21 @@ class BinaryBool(nn.Module):
         self.fc2 = nn.Linear(hidden, dim)
         self.skip = nn.Linear(dim, dim)
 
-    def forward(self, u: Tensor, uT: Tensor, residual: Optional[Tensor] = None, ok: Optional[Tensor] = None) -> Tensor:
+    def forward(self, u: Tensor, uT: Tensor, residual: Optional[Tensor] = None, ok: Optional[Tensor] = None,
+                lean: bool = True) -> Tensor:
+        """``lean``: the blocked function on every device and under autocast, recomputing the hidden
+        pre-activation in backward instead of keeping it; otherwise the blocked function on the CPU
+        without autocast (keeping the pre-activation) and the plain formula elsewhere."""
+        dev = u.device.type
+        autocast = torch.is_autocast_enabled(dev)
         # under --compile the plain formula: inductor fuses it, and the blocked loop is host code
-        if u.device.type == "cpu" and not torch.is_autocast_enabled(u.device.type) \
-                and not torch.compiler.is_compiling():
-            return _BinaryBoolFn.apply(u, uT, residual, ok, self.fc1.weight, self.fc1.bias, self.fc2.weight,
-                                       self.fc2.bias, self.skip.weight, self.skip.bias)
+        if (lean or (dev == "cpu" and not autocast)) and not torch.compiler.is_compiling():
+            args = (u, uT, residual, ok, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias,
+                    self.skip.weight, self.skip.bias, lean)
+            if not autocast:
+                return _BinaryBoolFn.apply(*args)
+            with torch.autocast(dev, enabled=False):  # autocast's casts, made by the function itself
+                return _BinaryBoolFn.apply(*args, torch.get_autocast_dtype(dev))
         # elsewhere the plain formula (big cuBLAS matmuls; autocast casts the linears)
         out = self.fc2(F.gelu(self.fc1(torch.cat([u, uT], dim=-1)))) + self.skip(uT)
         out = out if residual is None else residual + out
@@ -91,10 +136,14 @@ class _BinaryBoolFn(torch.autograd.Function):
     floats, cache-sized on CPU) goes through every step at once: gather [u; uT]
     (no full-size concatenation; uT may be a transposed view), fc1, GELU, fc2 and
     the skip accumulated into the output, the residual and the pair mask.
-    Backward recomputes the input block and GELU from the saved pre-activation (kept
-    as one tensor per block: one whole (B, X, A, F2) buffer, 32 MiB at folnet_base
-    widths, T=128, batch 2, is mmap-allocated by glibc and page-faults afresh every step) and
-    accumulates the weight gradients block by block.  The arithmetic is the
+    Backward gathers the input block again and, with ``lean`` (the layer's default),
+    recomputes the pre-activation z = W1 [u; uT] + b1 from it: nothing of the hidden
+    layer is kept, which is 4 binary-sized tensors per layer at folnet_base widths
+    (the memory-bound part of a step is cheap to redo; the GEMM input [u; uT] is kept,
+    as selective activation recomputation does, Korthikanti et al. 2022).  Without
+    ``lean`` the pre-activation is kept, one tensor per block (one whole (B, X, A, F2)
+    buffer is mmap-allocated by glibc and page-faults afresh every step).  Weight
+    gradients accumulate block by block.  The arithmetic is the
     formula's (same products and sums); only the order of the weight-gradient
     sums over pairs differs.  CPU only (``BinaryBool`` runs the plain formula elsewhere).
     """
@@ -104,7 +153,8 @@ class _BinaryBoolFn(torch.autograd.Function):
     @staticmethod
     def _steps(u: Tensor):
         B, X, A, _ = u.shape
-        step = max(1, _BinaryBoolFn.ROWS // A)
+        # on a GPU, blocks of ROWS_CUDA rows (kernel launches, not the cache, set the size there)
+        step = max(1, (_BinaryBoolFn.ROWS_CUDA if u.is_cuda else _BinaryBoolFn.ROWS) // A)
         for b in range(B):
             for x0 in range(0, X, step):
                 yield b, x0, min(X, x0 + step)
@@ -119,58 +169,91 @@ class _BinaryBoolFn(torch.autograd.Function):
         return xi  # (rows, 2·D2): [u; uT]
 
     @staticmethod
-    def forward(ctx, u, uT, residual, ok, W1, b1, W2, b2, Ws, bs):
+    def _rows():
+        return _BinaryBoolFn.ROWS
+
+    @staticmethod
+    def forward(ctx, u, uT, residual, ok, W1, b1, W2, b2, Ws, bs, lean=False, compute_dtype=None):
+        """``compute_dtype`` (autocast's dtype): the GEMMs and GELU in it, with the weights cast
+        as autocast casts them; the output is residual's dtype (the residual stream), or it."""
         B, X, A, D = u.shape
         Fh = W1.shape[0]
-        out = torch.empty(B, X, A, D, dtype=u.dtype, device=u.device)
+        cd = compute_dtype or u.dtype
+        mixed = cd != u.dtype or cd != W1.dtype
+        if mixed:
+            W1, b1, W2, Ws = W1.to(cd), b1.to(cd), W2.to(cd), Ws.to(cd)
+        out_dtype = residual.dtype if (mixed and residual is not None) else cd if mixed else u.dtype
+        out = torch.empty(B, X, A, D, dtype=out_dtype, device=u.device)
         Zs = []  # pre-activation per block, saved (block-sized allocations)
         steps = list(_BinaryBoolFn._steps(u))
-        buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
-        bo = b2 + bs
+        buf = torch.empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D, dtype=cd, device=u.device)
+        bo = (b2 + bs).to(cd)
         for b, x0, x1 in steps:
             n = (x1 - x0) * A
             xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
             z = torch.addmm(b1, xi, W1.t())
-            Zs.append(z)
+            if not lean:
+                Zs.append(z)
             o = out[b, x0:x1].view(n, D)
-            torch.addmm(bo, F.gelu(z), W2.t(), out=o)
-            o.addmm_(xi[:, D:], Ws.t())
-            if residual is not None:
-                o.add_(residual[b, x0:x1].reshape(n, D))
+            if mixed:  # the bool in cd, then into the output's dtype
+                blk = torch.addmm(bo, F.gelu(z), W2.t())
+                blk.addmm_(xi[:, D:], Ws.t())
+                if residual is not None:
+                    o.copy_(residual[b, x0:x1].reshape(n, D)).add_(blk)
+                else:
+                    o.copy_(blk)
+            else:
+                torch.addmm(bo, F.gelu(z), W2.t(), out=o)
+                o.addmm_(xi[:, D:], Ws.t())
+                if residual is not None:
+                    o.add_(residual[b, x0:x1].reshape(n, D))
             if ok is not None:
                 o.mul_(ok[b, x0:x1].reshape(n, 1))
-        ctx.save_for_backward(u, uT, ok, W1, W2, Ws, *Zs)
-        ctx.has_residual = residual is not None
+        ctx.save_for_backward(u, uT, ok, W1, b1, W2, Ws, *Zs)
+        ctx.has_residual, ctx.lean, ctx.cd = residual is not None, lean, cd
+        ctx.wdtype = b2.dtype
         return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, gout):
-        u, uT, ok, W1, W2, Ws, *Zs = ctx.saved_tensors
+        u, uT, ok, W1, b1, W2, Ws, *Zs = ctx.saved_tensors
         B, X, A, D = u.shape
         Fh = W1.shape[0]
+        cd, wd = ctx.cd, ctx.wdtype
         gy_all = gout * ok if ok is not None else gout.contiguous()  # d/d(residual + bool)
-        gu, guT = torch.empty_like(u, memory_format=torch.contiguous_format), torch.empty_like(gy_all)
-        gW1, gW2, gWs = torch.zeros_like(W1), torch.zeros_like(W2), torch.zeros_like(Ws)
-        gb1 = W1.new_zeros(Fh)
+        gu = torch.empty_like(u, memory_format=torch.contiguous_format)
+        guT = torch.empty(uT.shape, dtype=uT.dtype, device=uT.device)
+        gW1, gW2, gWs = (torch.zeros(w.shape, dtype=wd, device=w.device) for w in (W1, W2, Ws))
+        gb1 = torch.zeros(Fh, dtype=wd, device=W1.device)
+
+        def acc(g, a, b):  # g += a @ b, accumulated in the weights' dtype
+            if a.dtype == g.dtype:
+                g.addmm_(a, b)
+            else:
+                g.add_(torch.mm(a, b).to(g.dtype))
+
         steps = list(_BinaryBoolFn._steps(u))
-        buf = u.new_empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D)
-        for (b, x0, x1), z in zip(steps, Zs):
+        buf = torch.empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D, dtype=cd, device=u.device)
+        zbuf = None if not ctx.lean else torch.empty(buf.shape[0], Fh, dtype=cd, device=u.device)
+        for i, (b, x0, x1) in enumerate(steps):
             n = (x1 - x0) * A
             xi = _BinaryBoolFn._gather(buf, u, uT, b, x0, x1)
-            gy = gy_all[b, x0:x1].view(n, D)
-            gW2.addmm_(gy.t(), F.gelu(z))
-            gWs.addmm_(gy.t(), xi[:, D:])
+            # lean: the pre-activation again, the forward's own product (same values)
+            z = torch.addmm(b1, xi, W1.t(), out=zbuf[:n]) if ctx.lean else Zs[i]
+            gy = gy_all[b, x0:x1].reshape(n, D).to(cd)
+            acc(gW2, gy.t(), F.gelu(z))
+            acc(gWs, gy.t(), xi[:, D:])
             gz = torch.ops.aten.gelu_backward(gy @ W2, z)
-            gW1.addmm_(gz.t(), xi)
-            gb1 += gz.sum(0)
+            acc(gW1, gz.t(), xi)
+            gb1 += gz.sum(0, dtype=wd) if gz.dtype != wd else gz.sum(0)
             gx = gz @ W1  # (rows, 2·D2)
             gx[:, D:].addmm_(gy, Ws)
             gu[b, x0:x1].view(n, D).copy_(gx[:, :D])
             guT[b, x0:x1].view(n, D).copy_(gx[:, D:])
-        gb = gy_all.sum((0, 1, 2))
+        gb = gy_all.sum((0, 1, 2)).to(wd)
         g_res = gy_all if ctx.has_residual else None
-        return gu, guT, g_res, None, gW1, gb1, gW2, gb, gWs, gb.clone()
+        return gu, guT, g_res, None, gW1, gb1, gW2, gb, gWs, gb.clone(), None, None
 
 
 def transposed_binary(u2n: Tensor, mask: FolnetMask) -> Tensor:
@@ -228,6 +311,10 @@ class FolnetLayer(nn.Module):
         self.ffn_ln1, self.ffn_ln2 = layer_norm(d1), layer_norm(d2)
         self.ffn1 = BoolFFN(d1, ffn1)
         self.ffn2 = BinaryBool(d2, ffn2)
+        # lean training memory (docs/folnet.md, "Memory"): LayerNorms keep their output, not their
+        # input; the binary bool, trans and cjoin rebuild cheap tensors in backward.  False: keep
+        # every intermediate (the plain autograd path; same values, more memory)
+        self.lean = True
 
     def _columns(self, ch: str, new: Tensor, cache: Optional[Dict[str, Tensor]], enc: Optional[dict]) -> Tensor:
         """Column-side unary term over all positions: [enc part ;] cached past ; new rows."""
@@ -262,7 +349,8 @@ class FolnetLayer(nn.Module):
         ok = mask.pair_ok
         dense = mask.dense and cache is None and enc is None  # every pair allowed: no mask arithmetic
         okf = None if dense else ok[..., None].to(u2.dtype)
-        u1n, u2n = self.ln1(u1), self.ln2(u2)
+        lean = self.lean
+        u1n, u2n = norm(self.ln1, u1, lean), norm(self.ln2, u2, lean)
         unary = []
         if s is not None:
             sn = self.sym.ln(s, slot_mask)
@@ -273,7 +361,7 @@ class FolnetLayer(nn.Module):
                 shared = mask.trans.kind == "none" or ok.shape[1] == 1
                 rows = mask.trans.kind == "none" and ok.shape[1] == ok.shape[2]  # official: contract rows
                 out = op(self._columns("c", op.columns(u1n), cache, enc), u2n, ok, shared or rows, transpose=rows,
-                         dense=dense)
+                         dense=dense, lean=lean)
                 unary.append(self.writers["c"](out.flatten(-2)))
             elif ch == "j" and s is not None:
                 out, out_sym = op(u2n, self._columns("j", op.columns(u1n), cache, enc), ok,
@@ -305,7 +393,8 @@ class FolnetLayer(nn.Module):
         acc2 = None  # (B, X, A, D2): u2_res + sum of the binary writers
         if "t" in self.ops:
             op = self.ops["t"]
-            v = op.rows(u2n)  # (B, D2, X, A)
+            # lean, no cache, no encoder: Trans makes v itself, or never (its Triton path rebuilds it)
+            v = None if (lean and cache is None and enc is None) else op.rows(u2n)  # (B, D2, X, A)
             if cache is not None:
                 if "t" in cache:
                     past = cache["t"]  # (B, H, Ap_rows, Ap_cols): new columns are zero for past rows
@@ -321,24 +410,25 @@ class FolnetLayer(nn.Module):
                     if cache is not None:
                         cache["enc.t"] = v_enc
             acc2 = op(u2n, v, mask.trans, v_enc, writer=self.writers["t"], writer_bias=bias2,
-                      writer_extra=None if x2 is None else (x2, w2), residual=u2_res, dense=dense)
+                      writer_extra=None if x2 is None else (x2, w2), residual=u2_res, dense=dense,
+                      lean=lean and cache is None and enc is None)
         elif x2 is not None:
             acc2 = torch.addmm(bias2, x2.reshape(-1, x2.shape[-1]), w2.t()).view(*x2.shape[:-1], -1)
             acc2 = acc2 if u2_res is None else acc2 + u2_res
         if unary:
             u1 = u1 + F.dropout(sum(unary), p=self.dropout, training=self.training)
         if acc2 is not None:
-            u2 = acc2 if u2_res is not None else u2 + F.dropout(acc2, p=self.dropout, training=True)
+            u2 = acc2 if u2_res is not None else u2 + dropout(acc2, self.dropout, True, lean)
             if okf is not None:
                 u2 = u2 * okf
-        u1 = u1 + F.dropout(self.ffn1(self.ffn_ln1(u1)), p=self.dropout, training=self.training)
-        u2n = self.ffn_ln2(u2)
+        u1 = u1 + F.dropout(self.ffn1(norm(self.ffn_ln1, u1, lean)), p=self.dropout, training=self.training)
+        u2n = norm(self.ffn_ln2, u2, lean)
         u2T = u2n.transpose(1, 2) if dense else transposed_binary(u2n, mask)
         if self.training and self.dropout > 0:
-            u2 = u2 + F.dropout(self.ffn2(u2n, u2T), p=self.dropout, training=True)
+            u2 = u2 + dropout(self.ffn2(u2n, u2T, lean=lean), self.dropout, True, lean)
             u2 = u2 if okf is None else u2 * okf
         else:
-            u2 = self.ffn2(u2n, u2T, residual=u2, ok=okf)  # (u2 + bool2) · ok in one pass
+            u2 = self.ffn2(u2n, u2T, residual=u2, ok=okf, lean=lean)  # (u2 + bool2) · ok in one pass
         if s is not None:
             s = s + self.sym.ffn(self.sym.ffn_ln(s, slot_mask), slot_mask)
             return u1, u2, s

@@ -75,6 +75,34 @@ def _heads(t: Tensor, H: int) -> Tensor:
     return t.view(*t.shape[:-1], H, t.shape[-1] // H)
 
 
+class _MaskDropout(torch.autograd.Function):
+    """Dropout keeping a 1-byte mask for backward (on the CPU ``F.dropout`` keeps a mask of the
+    input's dtype, 4 bytes a value in fp32); same distribution (keep with 1 - p, scale 1/(1 - p))."""
+
+    @staticmethod
+    def forward(ctx, x, p: float):
+        keep = torch.empty(x.shape, dtype=torch.bool, device=x.device).bernoulli_(1.0 - p)
+        ctx.save_for_backward(keep)
+        ctx.scale = 1.0 / (1.0 - p)
+        return x * keep * ctx.scale
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        (keep,) = ctx.saved_tensors
+        return g * keep * ctx.scale, None
+
+
+def dropout(x: Tensor, p: float, training: bool, lean: bool) -> Tensor:
+    """``F.dropout``; with ``lean`` in training on the CPU (not under --compile) through ``_MaskDropout``
+    (CUDA's ``F.dropout`` already keeps a 1-byte mask)."""
+    if lean and training and 0.0 < p < 1.0 and x.device.type == "cpu" and torch.is_grad_enabled() \
+            and x.requires_grad \
+            and not torch.compiler.is_compiling():
+        return _MaskDropout.apply(x, p)
+    return F.dropout(x, p=p, training=training)
+
+
 class Cjoin(nn.Module):
     """c (U, U, B):  u_sh(x) = sum_a softmax_a(K_sh(a)) v_s(x, a)
 
@@ -120,7 +148,7 @@ class Cjoin(nn.Module):
         return F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:349
 
     def forward(self, K: Tensor, u2n: Tensor, pair_ok: Tensor, rows_share_columns: bool = False,
-                transpose: bool = False, dense: bool = False) -> Tensor:
+                transpose: bool = False, dense: bool = False, lean: bool = False) -> Tensor:
         """``rows_share_columns``: the caller guarantees that every row with an allowed
         column allows the *same* columns (mask kind ``none``, or a single query row).
         Then one shift per (b, h, s) is each row's own maximum and the cheap path is
@@ -135,10 +163,13 @@ class Cjoin(nn.Module):
             # contracted; needs a square, symmetric pair_ok.  The premise is written channel-major
             # v (B, S, A, Y) by its matmul, so the contraction is one batched matmul over (b, s).
             v = _channel_major(self.premise, u2n)  # v_s(a, y) (B, S, A, Y)
+            m = None
             if not dense:
-                v = v * pair_ok.transpose(1, 2)[:, None].to(v.dtype)  # ok(y, a)
+                m = pair_ok.transpose(1, 2)[:, None].to(v.dtype)  # ok(y, a)
+                v = v * m
             P = self._shared_softmax(Kf, pair_ok, dense)  # (B, A, S, H)
-            out = torch.matmul(P.permute(0, 2, 3, 1), v.to(acc))  # (B, S, H, Y)
+            # lean: v is rebuilt in backward, not kept
+            out = _matmul_premise(P.permute(0, 2, 3, 1), v.to(acc), self.premise, u2n, m, lean)  # (B, S, H, Y)
             return out.permute(0, 3, 1, 2).to(u2n.dtype)  # (B, Y, S, H)
         v = self.premise(u2n)  # (B, X, A, S)
         if not dense:
@@ -378,6 +409,53 @@ class _FromChannelMajor(torch.autograd.Function):
         return go, gw, gb, gx2, gw2, gres
 
 
+class _MatmulRebuildV(torch.autograd.Function):
+    """out = P @ v for a channel-major premise v = W x (+ b) (· m) that backward rebuilds from x.
+
+    P (B, C, R, A), v (B, C, A, Y) -> (B, C, R, Y).  autograd's matmul would keep v, a
+    binary-sized tensor; x (the layer-normed binary atoms, (B, N, Cin)) is kept by
+    the projections anyway, so backward redoes the projection (a D2 -> C GEMM, the
+    same product ``_ToChannelMajor`` computed) and keeps nothing new.  The gradient for
+    v still flows to v's own producer, which owns the weight and input gradients.
+    """
+
+    @staticmethod
+    def forward(ctx, P, v, x, W, b, m):
+        ctx.save_for_backward(P, x, W, b, m)
+        ctx.v_shape, ctx.v_dtype = v.shape, v.dtype
+        # under autocast the product runs in its dtype; backward does the same
+        ctx.cd = torch.get_autocast_dtype(P.device.type) if torch.is_autocast_enabled(P.device.type) else None
+        return torch.matmul(P, v)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        P, x, W, b, m = ctx.saved_tensors
+        gP = gv = None
+        if ctx.needs_input_grad[0]:
+            v = torch.bmm(W.expand(x.shape[0], -1, -1), x.transpose(1, 2))  # as _ToChannelMajor
+            if b is not None:
+                v.add_(b.to(v.dtype)[None, :, None])
+            v = v.view(ctx.v_shape)
+            v = (v if m is None else v * m).to(ctx.cd or ctx.v_dtype)
+            gP = torch.matmul(g.to(v.dtype), v.transpose(-1, -2)).to(P.dtype)
+        if ctx.needs_input_grad[1]:
+            cd = ctx.cd or P.dtype
+            gv = torch.matmul(P.to(cd).transpose(-1, -2), g.to(cd)).to(ctx.v_dtype)
+        return gP, gv, None, None, None, None
+
+
+def _matmul_premise(P: Tensor, v: Tensor, linear: nn.Linear, t: Tensor, m: Optional[Tensor], lean: bool,
+                    add_bias: bool = True) -> Tensor:
+    """P @ v for v = _channel_major(linear, t) (· m) cast to P's dtype; ``lean`` rebuilds v in backward."""
+    if not (lean and torch.is_grad_enabled() and (P.requires_grad or v.requires_grad)) \
+            or torch.compiler.is_compiling():
+        return torch.matmul(P, v)
+    B, R, C, Cin = t.shape
+    bias = linear.bias if add_bias else None
+    return _MatmulRebuildV.apply(P, v, t.reshape(B, R * C, Cin), linear.weight, bias, m)
+
+
 def _channel_major(linear: nn.Linear, t: Tensor, add_bias: bool = True) -> Tensor:
     """linear(t) for t (B, R, C, Cin), returned channel-major (B, Cout, R, C), contiguous."""
     B, R, C, Cin = t.shape
@@ -425,25 +503,47 @@ class Trans(nn.Module):
     def rows_enc(self, enc_u2n: Tensor) -> Tensor:
         return _channel_major(self.premise_enc, enc_u2n)  # v^E (B, D2, Ti, Ti)
 
-    def forward(self, u2n: Tensor, v: Tensor, mask: TransMask, v_enc: Optional[Tensor] = None,
+    def forward(self, u2n: Tensor, v: Optional[Tensor], mask: TransMask, v_enc: Optional[Tensor] = None,
                 writer: Optional[nn.Linear] = None, writer_bias: Optional[Tensor] = None,
                 writer_extra: Optional[tuple] = None, residual: Optional[Tensor] = None,
-                dense: bool = False) -> Tensor:
+                dense: bool = False, lean: bool = False) -> Tensor:
         """out (B, X, Y, D2), or ``writer(out)`` (B, X, Y, D_out) when a writer is given.
         For the layer's sum of binary writers: ``writer_bias`` replaces the writer's bias,
         ``writer_extra`` = (x2 (B, X, Y, K2), w2 (D_out, K2)) adds x2 w2^T and ``residual``
         (B, X, Y, D_out) is added, all in the writer's output (``_FromChannelMajor``).
-        ``dense`` (every pair allowed, ``FolnetMask.dense``) on CPU: softmax_a K @ v, no masks."""
+        ``dense`` (every pair allowed, ``FolnetMask.dense``) on CPU: softmax_a K @ v, no masks.
+        ``lean``: v is ``rows(u2n)`` of these same atoms (no cache, no encoder), so backward may
+        rebuild it rather than keep it; on the Triton path K and v are both rebuilt
+        (``triton_kernels.trans_from_atoms``).  ``v`` None: ``rows(u2n)``, made here when needed.
+        The CPU shortcut for ``dense`` is taken under impl 'auto' and 'torch'."""
+        B, X, A = u2n.shape[:3]
+        cpu_dense = dense and u2n.device.type == "cpu" and mask.kind == "none" and v_enc is None \
+            and self.impl in ("auto", "torch")
+        act = torch.get_autocast_dtype(u2n.device.type) if torch.is_autocast_enabled(u2n.device.type) else u2n.dtype
+        if lean and not cpu_dense and v_enc is None and X == A and not (self.training and self.dropout > 0) \
+                and torch.is_grad_enabled() and not torch.compiler.is_compiling() \
+                and triton_kernels.trans_path(act, u2n.is_cuda, (B, self.kernel.weight.shape[0], X, A), mask,
+                                              self.impl) == "triton":
+            # the kernels, with K and v rebuilt in backward from u2n (kept by the other readers)
+            out = triton_kernels.trans_from_atoms(u2n, self.kernel.weight, self.premise.weight, mask)
+            return self._write(out, writer, writer_bias, writer_extra, residual)
+        if v is None:
+            v = self.rows(u2n)
         # K's bias is a per-channel constant under the softmax over a: left out (see _ToChannelMajor)
         K = _channel_major(self.kernel, u2n, add_bias=False)  # (B, D2, X, A) raw logits
-        if dense and K.device.type == "cpu" and mask.kind == "none" and v_enc is None:
+        if cpu_dense:
             P = torch.softmax(K, dim=-1, dtype=torch.float64 if K.dtype == torch.float64 else torch.float32)
-            P = F.dropout(P, p=self.dropout, training=self.training)  # folnet.py:502-503
-            out = torch.matmul(P, v.to(P.dtype)).to(K.dtype)  # (B, D2, X, Y)
+            P = dropout(P, self.dropout, self.training, lean)  # folnet.py:502-503
+            # lean (v computed from these u2n rows alone): v rebuilt in backward, not kept
+            out = _matmul_premise(P, v.to(P.dtype), self.premise, u2n, None, lean).to(K.dtype)  # (B, D2, X, Y)
         elif self.training and self.dropout > 0:
             out = triton_kernels.trans_eager(K, v, mask, v_enc, dropout=self.dropout)  # (B, D2, X, Y)
         else:
             out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, D2, X, Y)
+        return self._write(out, writer, writer_bias, writer_extra, residual)
+
+    @staticmethod
+    def _write(out, writer, writer_bias, writer_extra, residual):
         B, D2, X, Y = out.shape
         if writer is None:
             return out.permute(0, 2, 3, 1)
