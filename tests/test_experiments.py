@@ -333,20 +333,21 @@ TINY_STUDY = ["modules=numbers__place_value,comparison__pair", "per_module=60", 
               "roles_module=numbers__place_value"]
 
 
-@pytest.mark.slow  # prepare, 3 arms x 2 seeds of 8 updates, 24 small decodes, export, roles, report
+@pytest.mark.slow  # prepare, 3 arms of 8 updates, 12 small decodes, export, roles, report
 def test_math_study_runs_end_to_end_locally(tmp_path):
-    """The study's one command on tiny settings: every model x seed trains, every saved step is
-    evaluated, checkpoint_best is one of them, the weights export loads in `evaluate math`, and the
-    report's Table 1 is the mean over the runs' own result files."""
+    """The study's one command on tiny settings (one seed; resuming an interrupted training stage
+    to bitwise-equal weights is the launcher's, tested on qa_table2 below): every model trains,
+    every saved step is evaluated, checkpoint_best is one of them, the weights export loads in
+    `evaluate math`, and the report's Table 1 is the mean over the runs' own result files."""
     run_dir = tmp_path / "study"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = _launch("math_study", "--executor", "local", "--run-dir", run_dir, "--array", "seed=1,2", *TINY_STUDY,
+    r = _launch("math_study", "--executor", "local", "--run-dir", run_dir, "--array", "seed=1", *TINY_STUDY,
                 timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     models = ("tp_transformer_tiny", "transformer_math_tiny", "transformer_math_tiny_wide")
     interp = {m: [] for m in models}
     for m in models:
-        for seed in (1, 2):
+        for seed in (1,):
             ev = run_dir / "evaluate" / f"seed={seed}" / f"arch={m}"
             steps = [int(row["steps"]) for row in csv.DictReader((ev / "steps.csv").read_text().splitlines())]
             assert steps == [4, 8]
@@ -358,7 +359,7 @@ def test_math_study_runs_end_to_end_locally(tmp_path):
             assert (run_dir / "export" / f"seed={seed}" / f"arch={m}" / "model.pt").stat().st_size < 5 * 2**20
     t1 = {row["model"]: row for row in csv.DictReader((run_dir / "report" / "table1.csv").read_text().splitlines())}
     for m in models:
-        assert float(t1[m]["interpolate_mean"]) == pytest.approx(sum(interp[m]) / 2, abs=1e-4)
+        assert float(t1[m]["interpolate_mean"]) == pytest.approx(sum(interp[m]) / len(interp[m]), abs=1e-4)
     assert (run_dir / "roles" / "seed=1" / "roles_clusters.csv").is_file()
     assert "TP-T minus baseline" in (run_dir / "report" / "results.md").read_text()
     # the exported fp16 weights evaluate with the stock command
@@ -369,33 +370,6 @@ def test_math_study_runs_end_to_end_locally(tmp_path):
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (out / "results.csv").is_file()
-
-
-@pytest.mark.slow  # two short trainings of one arm
-def test_math_study_training_interrupted_resumes_to_the_same_weights(tmp_path):
-    """A training job stopped after a saved step and launched again ends where an uninterrupted
-    one does, bit for bit (CPU, one thread, no dropout: the same computation replayed)."""
-    import torch
-
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    common = ["--executor", "local", "--array", "seed=1", "--stages", "prepare,train", *TINY_STUDY,
-              "arch=tp_transformer_tiny"]
-    whole, parts = tmp_path / "whole", tmp_path / "parts"
-    assert _launch("math_study", "--run-dir", whole, *common).returncode == 0
-    # the interrupted run: 4 updates (a saved step), then the job "dies" before its DONE marker
-    r = _launch("math_study", "--run-dir", parts, *common, "max_update=4")
-    assert r.returncode == 0, r.stderr[-3000:]
-    job = parts / "train" / "seed=1" / "arch=tp_transformer_tiny"
-    (job / "DONE.json").unlink()
-    r = _launch("math_study", "--run-dir", parts, *common)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "Loaded checkpoint" in (job / "stage.log").read_text()
-    a = torch.load(whole / "train" / "seed=1" / "arch=tp_transformer_tiny" / "checkpoints" / "checkpoint_last.pt",
-                   weights_only=True)
-    b = torch.load(job / "checkpoints" / "checkpoint_last.pt", weights_only=True)
-    assert a["optimizer_history"][-1]["num_updates"] == b["optimizer_history"][-1]["num_updates"] == 8
-    for k in a["model"]:
-        assert torch.equal(a["model"][k], b["model"][k]), k
 
 
 def _babi_like(folder, n_train=80, n_test=10, seed=0):

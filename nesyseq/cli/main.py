@@ -140,7 +140,8 @@ def quiet_third_party_logging() -> None:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    quiet_third_party_logging()
+    if selected_command(argv) != ("train", None):   # `nesyseq train` is fairseq-train: its log stays
+        quiet_third_party_logging()
     chosen = selected_command(argv)
     parser = build_parser(only=[chosen] if chosen else [])
     args, extra = parser.parse_known_args(argv)
