@@ -437,7 +437,9 @@ def test_valid_entity_dropout_is_the_training_mask_seeded_by_the_batch(cls):
         ref -= torch.log(_probs(one, src[b: b + 1])[0, sample["target"][b, 0]]).item()
     model.eval()
     got, size = _valid_loss(_task(d, True), model, sample)
-    assert size == 3 and got == pytest.approx(ref, rel=1e-9)          # the criterion sums -ln p
+    # the criterion sums -ln p; one batch against three single-example forwards differs by fp32
+    # reassociation (2.6e-8 relative with ATEN_CPU_CAPABILITY=default), a wrong mask by > 1e-3
+    assert size == 3 and got == pytest.approx(ref, rel=1e-6)
     assert _valid_loss(_task(d, True), model, sample)[0] == got                  # the same masks every time
     plain, _ = _valid_loss(_task(d, False), model, sample)
     assert abs(plain - got) > 1e-3
