@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.evaluations.math_compare import interval_checkpoints  # noqa: F401  (--curve's save dirs)
 
 DEFAULT_SPLITS = "validate,test_easy,test_hard,test_big,test_massive,test_exam"
 
@@ -109,18 +110,6 @@ def write_reports(rows, splits, out: Path):
     fig.tight_layout()
     save_png(fig, out / "accuracy_vs_roles.png", dpi=120)
     return "\n".join(md) + "\n"
-
-
-def interval_checkpoints(save_dir: str):
-    """[(updates, path)] of the ``checkpoint_{epoch}_{updates}.pt`` files in save_dir, by updates."""
-    import re
-
-    found = []
-    for name in os.listdir(save_dir):
-        m = re.fullmatch(r"checkpoint_\d+_(\d+)\.pt", name)
-        if m:
-            found.append((int(m.group(1)), os.path.join(save_dir, name)))
-    return sorted(found)
 
 
 def write_curves(curves, out: Path, split: str = "validate") -> None:

@@ -15,10 +15,11 @@ imports this module, which reads its ``SplitScore`` objects without importing it
 """
 import csv
 import io
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from nesyseq.evaluations.plotting import pyplot, save_png
 from nesyseq.common.atomic import atomic_write_bytes
@@ -44,6 +45,17 @@ def format_steps(steps: Optional[int]) -> str:
     if steps >= 1000 and steps % 1000 == 0:
         return f"{steps // 1000}k"
     return str(steps)
+
+
+def interval_checkpoints(save_dir) -> List[Tuple[int, str]]:
+    """[(updates, path)] of fairseq's ``checkpoint_<epoch>_<updates>.pt`` files in ``save_dir``
+    (--save-interval-updates), by updates."""
+    found = []
+    for name in os.listdir(save_dir):
+        m = _STEP_RE.fullmatch(name)
+        if m:
+            found.append((int(m.group(1)), os.path.join(save_dir, name)))
+    return sorted(found)
 
 
 def checkpoint_steps(path: Path) -> Optional[int]:

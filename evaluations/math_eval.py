@@ -16,14 +16,14 @@ import argparse
 import csv
 import io
 import json
-import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from nesyseq.data_prep.math_preprocess import decode_chars
-from nesyseq.evaluations.math_compare import Entry, checkpoint_steps, format_steps, write_comparison
+from nesyseq.evaluations.math_compare import (Entry, checkpoint_steps, format_steps, interval_checkpoints,
+                                               write_comparison)
 from nesyseq.evaluations.plotting import pyplot, save_png
 from nesyseq.common.atomic import atomic_write_bytes
 from nesyseq.common.errors import UserError
@@ -244,19 +244,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def saved_steps(save_dir: Path) -> List[Path]:
     """A training run's folder -> its step checkpoints ``checkpoint_<epoch>_<updates>.pt`` in
     update order (fairseq's --save-interval-updates with --keep-interval-updates -1)."""
-    steps = []
-    for p in Path(save_dir).glob("checkpoint_*_*.pt"):
-        m = _STEP_NAME.fullmatch(p.name)
-        if m:
-            steps.append((int(m.group(2)), p))
+    steps = interval_checkpoints(save_dir)
     if not steps:
         raise UserError(f"--checkpoint {save_dir}: a folder without step checkpoints "
                         "(checkpoint_<epoch>_<updates>.pt; train with --save-interval-updates N "
                         "--keep-interval-updates -1)")
-    return [p for _, p in sorted(steps)]
-
-
-_STEP_NAME = re.compile(r"checkpoint_(\d+)_(\d+)\.pt")
+    return [Path(p) for _, p in steps]
 
 
 def run(args) -> int:
