@@ -27,8 +27,9 @@ def read_checkpoint(path: Path) -> dict:
 
     from nesyseq.plugins import checkpoint_safety  # noqa: F401  (the one extra class fairseq pickles)
 
-    if not path.is_file():
-        raise UserError(f"--checkpoint {path}: no such file")
+    from nesyseq.common.cli_args import check_checkpoint_file
+
+    check_checkpoint_file(path)   # missing or truncated: one line naming it
     try:
         state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated zip, not a torch file, a refused global
