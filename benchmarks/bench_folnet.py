@@ -44,6 +44,7 @@ from nesyseq.plugins.layers.folnet_masks import self_mask  # noqa: E402
 from nesyseq.plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans  # noqa: E402
 from nesyseq.plugins.layers.folnet_layer import BinaryBool, BoolFFN  # noqa: E402
 from nesyseq.plugins.models.folnet import FolnetConfig, FolnetModel  # noqa: E402
+from nesyseq.evaluations.folnet_memory import SavedBytes  # noqa: E402  (what autograd keeps, counted)
 
 
 def dictionary(n=1000):
@@ -114,29 +115,6 @@ def make_batch(d, batch, T, device):
     masked = torch.rand(batch, T, generator=g) < 0.15
     masked[:, 1] = True
     return x.to(device), masked.to(device), x[masked.cpu()].to(device)
-
-
-class SavedBytes:
-    """Bytes of the distinct storages autograd saves for backward."""
-
-    def __init__(self):
-        self.seen = {}
-
-    def pack(self, t):
-        try:
-            s = t.untyped_storage()
-            self.seen[s.data_ptr()] = s.nbytes()
-        except Exception:  # noqa: BLE001  (e.g. tensors without storage)
-            pass
-        return t
-
-    @staticmethod
-    def unpack(t):
-        return t
-
-    @property
-    def total(self):
-        return sum(self.seen.values())
 
 
 def step(model, batch, device, measure_memory=False):
