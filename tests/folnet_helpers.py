@@ -49,3 +49,23 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+def run_on_triton_interpreter(tmp_path, script_text: str, arg) -> None:
+    """Run ``script_text`` as a script in a fresh process with ``TRITON_INTERPRET=1`` (set before
+    triton is imported) and ``arg`` as its argument; it prints OK when its checks pass, or SKIP
+    when the interpreter is not usable here."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton")
+    script = tmp_path / "run.py"
+    script.write_text(script_text)
+    env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, str(script), str(arg)], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    if "SKIP" in p.stdout:
+        pytest.skip("the Triton interpreter is not usable here")
+    assert "OK" in p.stdout

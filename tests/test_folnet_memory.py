@@ -11,7 +11,7 @@ and over the encoder (dense and padded), causal LM, prefix LM and encoder-decode
 import pytest
 import torch
 
-from folnet_helpers import build, random_tokens, single_thread  # noqa: F401
+from folnet_helpers import build, random_tokens, run_on_triton_interpreter, single_thread  # noqa: F401
 
 from nesyseq.plugins.layers.folnet_layer import FolnetLayer, _NormKeepOutput
 from nesyseq.plugins.layers.folnet_ops import _MaskDropout
@@ -272,21 +272,9 @@ def test_trans_from_atoms_and_lean_layer_on_the_triton_interpreter(tmp_path):
     """``trans_from_atoms`` (Triton kernels, K and v rebuilt in backward) against autograd through
     the PyTorch reference, every self mask kind; and the lean layer on the Triton path against
     the plain one."""
-    import os
-    import subprocess
-    import sys
     from pathlib import Path
-    pytest.importorskip("triton")
-    script = tmp_path / "run.py"
-    script.write_text(TRITON_SCRIPT)
-    env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
-    root = Path(__file__).resolve().parents[1]
-    p = subprocess.run([sys.executable, str(script), str(root)], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=900)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
-    if "SKIP" in p.stdout:
-        pytest.skip("the Triton interpreter is not usable here")
-    assert "OK" in p.stdout
+
+    run_on_triton_interpreter(tmp_path, TRITON_SCRIPT, Path(__file__).resolve().parents[1])
 
 
 def test_autocast_bf16_lean_equals_plain_to_bf16_round_off():

@@ -5,9 +5,6 @@ in a fresh process.  It covers the self kinds (causal LM, prefix LM, with
 padding), incremental rows (query_offset) and the encoder-decoder kind, forward
 and gradients.
 """
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -65,14 +62,6 @@ SCRIPT = textwrap.dedent('''
 
 @pytest.mark.slow
 def test_folnet_with_triton_trans_matches_torch(tmp_path):
-    pytest.importorskip("triton")
-    script = tmp_path / "run.py"
-    script.write_text(SCRIPT)
-    env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
-    here = Path(__file__).resolve().parent
-    p = subprocess.run([sys.executable, str(script), str(here)], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=900)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
-    if "SKIP" in p.stdout:
-        pytest.skip("the Triton interpreter is not usable here")
-    assert "OK" in p.stdout
+    from tests.folnet_helpers import run_on_triton_interpreter
+
+    run_on_triton_interpreter(tmp_path, SCRIPT, Path(__file__).resolve().parent)
