@@ -228,8 +228,7 @@ def _fingerprint(selected: Dict[str, Dict[str, str]], seed: int, valid_fraction:
     blob = {"files": items, "seed": int(seed), "valid_fraction": float(valid_fraction), "format": FORMAT_VERSION}
     if srcdict is not None:   # a given dictionary: its content is part of what the binaries mean
         blob["dict"] = hashlib.sha256(pathlib.Path(srcdict).read_bytes()).hexdigest()
-    blob = json.dumps(blob, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
 
 
 def is_up_to_date(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,

@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from nesyseq.evaluations.plotting import pyplot, save_png
 from nesyseq.common.atomic import atomic_write_bytes
@@ -32,7 +32,7 @@ _STEP_RE = re.compile(r"checkpoint_\d+_(\d+)\.pt$")
 class Entry:
     run: str  # e.g. the checkpoint's directory: "tp", "base"
     steps: Optional[int]  # updates at which the checkpoint was saved
-    scores: Dict[str, "SplitScore"]  # split name -> evaluations.math_eval.SplitScore
+    scores: Dict[str, Any]  # split name -> evaluations.math_eval.SplitScore (imported lazily: fairseq)
 
     @property
     def label(self) -> str:

@@ -52,7 +52,7 @@ import argparse
 import os
 import re
 from argparse import Namespace
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 
@@ -205,9 +205,9 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
     model = state["model"]
     rows = row_map(src, dst)
     gen = torch.Generator().manual_seed(seed)
-    report = {"words_kept": sum(r >= 0 for r in rows[dst.nspecial:]),
-              "words_new": [dst[j] for j, r in enumerate(rows) if r < 0],
-              "tensors": []}
+    report: Dict[str, Any] = {"words_kept": sum(r >= 0 for r in rows[dst.nspecial:]),
+                              "words_new": [dst[j] for j, r in enumerate(rows) if r < 0],
+                              "tensors": []}
     done = {}   # a tied weight (encoder and decoder keys, one storage) is re-indexed once, stays tied
     for key in list(model):   # state-dict order: each vocabulary tensor draws its new rows in turn
         w = model[key]
