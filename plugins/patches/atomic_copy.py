@@ -7,7 +7,7 @@ the target (checkpoint_utils.py:139, file_io.py:71-76).  A job killed during tha
 truncated checkpoint_last.pt, and every resume then fails on it.  We copy local files to a temp
 name and rename, so the old checkpoint_last.pt stays whole until the new one is.
 """
-from nesyseq.plugins.patches._version import check
+from nesyseq.plugins.patches._version import check, mark_fixed
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 
@@ -40,7 +40,7 @@ def _install() -> None:
                 os.remove(tmp)
         return True
 
-    copy._nesyseq_fixed = True
+    mark_fixed(copy)
     PathManager.copy = staticmethod(copy)
 
 
