@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.nesyseq-installed
 
-.PHONY: venv test test-fast test-gpu gpu-wheels quickstart bench clean-venv
+.PHONY: venv test test-fast static coverage test-gpu gpu-wheels quickstart bench clean-venv
 
 $(STAMP): setup.cfg setup.py pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,19 @@ PYTEST_PAR := -n 2 --dist loadgroup
 
 # test_slurm.py's session fixture starts one local SLURM cluster: its group keeps the file on one
 # worker (tests/conftest.py fails the run if xdist cannot group, e.g. under pytest >= 9.2)
-test: $(STAMP)
+test: static
 	$(PY) -m pytest -q $(PYTEST_PAR) --durations=30 tests
+
+# mypy over the product folders, failing on the errors that mean a line would crash (undefined
+# attribute or name, wrong call arguments, calling None): tools/static_check.py, docs/testing.md
+static: $(STAMP)
+	$(PY) tools/static_check.py
+
+# The CPU suite under coverage.py (xdist workers, the fork server's children and subprocesses
+# included): per-folder statements never executed, and device-dependent lines outside the
+# GPU-only list (tools/gpu_only.py).  Not part of make test (about twice its time).
+coverage: $(STAMP)
+	$(PY) tools/coverage_report.py run
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_PAR) -m "not slow" tests
