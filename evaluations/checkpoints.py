@@ -22,10 +22,11 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
+from nesyseq.common.cli_args import named
 from nesyseq.common.errors import UserError
 
 # the language-modelling tasks `evaluate lm` scores (fairseq eval-lm needs one)
-LM_TASKS = ("language_modeling", "prefix_lm", "masked_lm", "mlm_sop", "multilingual_language_modeling")
+LM_TASKS = ("language_modeling", "multilingual_language_modeling", "prefix_lm")
 
 
 def _first_line(exc: BaseException, limit: int = 200) -> str:
@@ -58,13 +59,13 @@ def read_raw(path, flag: str = "--checkpoint", mmap: bool = False) -> dict:
     try:
         state = torch.load(str(path), map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
-        raise UserError(f"{flag} {path}: refused: it asks the unpickler for {_refused_global(exc)}, which a "
+        raise UserError(f"{named(flag, path)}: refused: it asks the unpickler for {_refused_global(exc)}, which a "
                         "checkpoint of ours never holds (a file from elsewhere, or a malicious one); "
                         "it is not loaded") from None
     except Exception as exc:   # a damaged record inside a whole zip
-        raise UserError(f"{flag} {path}: not a readable checkpoint ({_first_line(exc)})") from None
+        raise UserError(f"{named(flag, path)}: not a readable checkpoint ({_first_line(exc)})") from None
     if not isinstance(state, dict) or "model" not in state or not (state.get("cfg") or state.get("args")):
-        raise UserError(f"{flag} {path}: not a fairseq checkpoint (no 'model' and 'cfg'/'args')")
+        raise UserError(f"{named(flag, path)}: not a fairseq checkpoint (no 'model' and 'cfg'/'args')")
     return state
 
 
@@ -88,7 +89,7 @@ def read(path, flag: str = "--checkpoint", overrides: Optional[dict] = None, mma
     try:
         return checkpoint_utils._upgrade_state_dict(state)
     except Exception as exc:   # an old config naming a model or task this code no longer has
-        raise UserError(f"{flag} {path}: cannot read its config ({_first_line(exc)})") from None
+        raise UserError(f"{named(flag, path)}: cannot read its config ({_first_line(exc)})") from None
 
 
 # ------------------------------------------------------------------ what the checkpoint is
@@ -104,9 +105,10 @@ def _cfg_get(state: dict, section: str, key: str):
                 return part[key]
             except (KeyError, TypeError):
                 pass
-    args = state.get("args")
-    legacy = {"_name": {"task": "task", "model": "arch"}.get(section, key)}.get(key, key)
-    return getattr(args, legacy, None) if args is not None else None
+    args = state.get("args")   # the legacy flat Namespace: the task's name is args.task, the model's args.arch
+    if key == "_name":
+        key = {"task": "task", "model": "arch"}.get(section, key)
+    return getattr(args, key, None) if args is not None else None
 
 
 def task_name(state: dict) -> str:
@@ -136,7 +138,7 @@ def describe(state: dict) -> str:
 def require_task(state: dict, path, tasks: Sequence[str], command: str, flag: str = "--checkpoint") -> None:
     """``state``'s task is one of ``tasks``, else one line naming the checkpoint's and the wanted ones."""
     if task_name(state) not in tasks:
-        raise UserError(f"{flag} {path}: a checkpoint of {describe(state)}, but {command} scores "
+        raise UserError(f"{named(flag, path)}: a checkpoint of {describe(state)}, but {command} scores "
                         f"{' / '.join(repr(t) for t in tasks)} checkpoints")
 
 
@@ -144,11 +146,12 @@ def require_pair(state: dict, path, src: str, tgt: str, data, flag: str = "--che
     """A translation checkpoint's language pair is the data's, else one line naming both."""
     a, b = language_pair(state)
     if (a, b) != (src, tgt):
-        raise UserError(f"{flag} {path}: a checkpoint of {describe(state)}, but --data {data} is {src}-{tgt} data")
+        raise UserError(f"{named(flag, path)}: a checkpoint of {describe(state)}, but --data {data} is {src}-{tgt} data")
 
 
 # ------------------------------------------------------------------ dictionaries
-def setup_task(state: dict, data, path, flag: str = "--checkpoint", overrides: Optional[dict] = None):
+def setup_task(state: dict, data, path, flag: str = "--checkpoint", overrides: Optional[dict] = None,
+               data_flag: str = "--data"):
     """The checkpoint's task with its data folder set to ``data`` (its dictionaries read from there;
     ``state``'s config says ``data`` from then on); a missing or malformed dictionary is one line
     naming it."""
@@ -164,12 +167,13 @@ def setup_task(state: dict, data, path, flag: str = "--checkpoint", overrides: O
         return tasks.setup_task(cfg.task, from_checkpoint=True)
     except FileNotFoundError as exc:
         missing = exc.filename or _first_line(exc)
-        raise UserError(f"--data {data}: {missing} is missing (a dictionary {flag} {path} needs)") from None
+        raise UserError(f"{named(data_flag, data)}: {missing} is missing (a dictionary {named(flag, path)} needs)") from None
     except (ValueError, UnicodeError, OSError, AssertionError) as exc:
-        raise UserError(f"--data {data}: cannot read its dictionaries for {flag} {path} ({_first_line(exc)})") from None
+        raise UserError(f"{named(data_flag, data)}: cannot read its dictionaries for {named(flag, path)} "
+                        f"({_first_line(exc)})") from None
     except Exception as exc:   # fairseq raises a plain Exception for a badly encoded dictionary
         if "dictionary" in str(exc).lower() or "encoding" in str(exc).lower():
-            raise UserError(f"--data {data}: cannot read its dictionaries ({_first_line(exc)})") from None
+            raise UserError(f"{named(data_flag, data)}: cannot read its dictionaries ({_first_line(exc)})") from None
         raise
 
 
@@ -205,7 +209,7 @@ def _first_difference(a: Sequence[str], b: Sequence[str]) -> str:
 
 
 def check_dictionaries(state: dict, task, path, data, trained_on: Optional[str] = None,
-                       flag: str = "--checkpoint", note: bool = True) -> str:
+                       flag: str = "--checkpoint", note: bool = True, data_flag: str = "--data") -> str:
     """The dictionaries ``task`` read from ``data`` are the ones the checkpoint's weights index,
     else one line naming both.  Checked against the checkpoint's record, else the dictionaries of
     ``trained_on`` (its training folder) when that is still there, else by size against the token
@@ -220,8 +224,8 @@ def check_dictionaries(state: dict, task, path, data, trained_on: Optional[str] 
                 continue
             got = fingerprint(here[side].symbols)
             if got["sha256"] != want.get("sha256"):
-                raise UserError(f"{flag} {path}: its {side} dictionary ({want.get('size')} symbols, sha256 "
-                                f"{str(want.get('sha256'))[:12]}) is not the one of --data {data} ({got['size']} "
+                raise UserError(f"{named(flag, path)}: its {side} dictionary ({want.get('size')} symbols, sha256 "
+                                f"{str(want.get('sha256'))[:12]}) is not the one of {named(data_flag, data)} ({got['size']} "
                                 f"symbols, sha256 {got['sha256'][:12]}): the model was trained on other data")
         return "record"
     if trained_on and os.path.realpath(trained_on) == os.path.realpath(str(data)):
@@ -229,15 +233,15 @@ def check_dictionaries(state: dict, task, path, data, trained_on: Optional[str] 
     theirs = _training_dictionaries(state, trained_on, path, flag) if trained_on and os.path.isdir(trained_on) else {}
     for side, d in theirs.items():
         if side in here and list(d.symbols) != list(here[side].symbols):
-            raise UserError(f"{flag} {path}: its {side} dictionary (of its training data {trained_on}, "
-                            f"{len(d)} symbols) is not the one of --data {data} ({len(here[side])} symbols; "
+            raise UserError(f"{named(flag, path)}: its {side} dictionary (of its training data {trained_on}, "
+                            f"{len(d)} symbols) is not the one of {named(data_flag, data)} ({len(here[side])} symbols; "
                             f"{_first_difference(d.symbols, here[side].symbols)})")
     if theirs:
         return "training data"
     for side, rows in _embedding_rows(state).items():
         if side in here and rows != len(here[side]):
-            raise UserError(f"{flag} {path}: its {side} embedding has {rows} rows, but the {side} dictionary of "
-                            f"--data {data} has {len(here[side])} symbols: the model was trained on other data")
+            raise UserError(f"{named(flag, path)}: its {side} embedding has {rows} rows, but the {side} dictionary of "
+                            f"{named(data_flag, data)} has {len(here[side])} symbols: the model was trained on other data")
     if note:
         print(f"nesyseq: note: {path} records no dictionary and its training data is not here: the "
               f"dictionaries of {data} are checked by size only", file=sys.stderr)
@@ -252,15 +256,15 @@ def checked(path, data, tasks: Sequence[str], command: str, flag: str = "--check
     ``tasks`` (and of language ``pair``), its task set up on ``data`` and the dictionaries found
     there checked against the checkpoint.  Nothing is decoded, nothing written."""
     if not Path(str(data)).is_dir():
-        raise UserError(f"{data_flag} {data}: no such directory")
+        raise UserError(f"{named(data_flag, data)}: no such directory")
     if state is None:
         state = read(path, flag, mmap=mmap)
     require_task(state, path, tasks, command, flag)
     if pair is not None:
         require_pair(state, path, pair[0], pair[1], data, flag)
     trained_on = training_data(state)
-    task = setup_task(state, data, path, flag, task_overrides)
-    check_dictionaries(state, task, path, data, trained_on, flag)
+    task = setup_task(state, data, path, flag, task_overrides, data_flag)
+    check_dictionaries(state, task, path, data, trained_on, flag, data_flag=data_flag)
     return state, task
 
 
@@ -275,7 +279,7 @@ def load_model(path, data, tasks: Sequence[str], command: str, flag: str = "--ch
         models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
             [str(path)], arg_overrides={"data": str(data)}, task=task, state=state)
     except RuntimeError as exc:   # shapes that do not fit the model its config builds
-        raise UserError(f"{flag} {path}: its weights do not fit the model its config builds "
+        raise UserError(f"{named(flag, path)}: its weights do not fit the model its config builds "
                         f"({_first_line(exc)})") from None
     return models[0].eval(), cfg, task, state
 

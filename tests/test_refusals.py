@@ -78,6 +78,7 @@ def test_prepare_math_refuses_a_read_only_folder(tmp_path):
         ro.chmod(0o755)
 
 
+@pytest.mark.slow  # two real prepare wmt runs (SentencePiece, fairseq-preprocess) on 12 lines
 def test_prepare_wmt_writes_into_its_own_folder_and_replaces_only_its_files(tmp_path, capsys):
     """--overwrite into a user's folder keeps the user's files; the marker then says the folder is
     prepare wmt's, a second run needs no --overwrite, keeps a file added since, and removes the

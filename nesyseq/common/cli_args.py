@@ -93,12 +93,17 @@ def checkpoint_file_problem(path) -> Optional[str]:
     return None
 
 
+def named(flag: str, value) -> str:
+    """``--checkpoint X``, or ``ckpt=X`` for a key of a ``--run`` spec (a flag ending in '=')."""
+    return f"{flag}{value}" if flag.endswith("=") else f"{flag} {value}"
+
+
 def check_checkpoint_file(path, flag: str = "--checkpoint") -> Path:
     """A checkpoint torch can open (:func:`checkpoint_file_problem`), else a one-line error naming it."""
     path = Path(path)
     problem = checkpoint_file_problem(path)
     if problem == "no such file":
-        raise UserError(f"{flag} {path}: no such file")
+        raise UserError(f"{named(flag, path)}: no such file")
     if problem:
-        raise UserError(f"{flag} {path}: not a readable checkpoint ({problem})")
+        raise UserError(f"{named(flag, path)}: not a readable checkpoint ({problem})")
     return path
