@@ -64,7 +64,16 @@ def evaluate_wmt(checkpoint, data, subset: str = "test", out_dir=None, beam: int
     from nesyseq.evaluations import checkpoints
 
     check_checkpoint_file(checkpoint)
-    meta_file = data / "prepare.json"
+    from nesyseq.data_prep.wmt_prepare import MARKER
+
+    meta_file, marker = data / "prepare.json", data / MARKER
+    try:
+        interrupted = json.loads(marker.read_text()).get("complete") is False
+    except (OSError, ValueError, AttributeError):
+        interrupted = False
+    if interrupted:
+        raise UserError(f"--data {data}: a `nesyseq prepare wmt` into it stopped while moving its files in "
+                        f"({marker}); run it again")
     if not meta_file.is_file():
         raise UserError(f"--data {data}: no prepare.json (not made by `nesyseq prepare wmt`)")
     try:

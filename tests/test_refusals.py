@@ -194,6 +194,15 @@ def test_evaluate_wmt_refuses_a_math_checkpoint_on_en_de_data(tmp_path):
     assert not (tmp_path / "eval").exists(), line
 
 
+def test_evaluate_wmt_refuses_data_whose_prepare_stopped_midway(tmp_path):
+    from nesyseq.data_prep.wmt_prepare import MARKER
+
+    data = fake_wmt_data(tmp_path / "ende")
+    (data / MARKER).write_text(json.dumps({"made_by": "nesyseq prepare wmt", "complete": False, "files": []}))
+    refused(["evaluate", "wmt", "--checkpoint", OLD / "checkpoint_best.pt", "--data", data, "--out",
+             tmp_path / "eval", "--cpu"], tmp_path, "stopped while moving", "run it again")
+
+
 def test_evaluate_wmt_with_a_missing_dictionary_is_one_line_and_no_result_file(tmp_path):
     data = fake_wmt_data(tmp_path / "d", "src", "tgt", dicts=False)
     refused(["evaluate", "wmt", "--checkpoint", OLD / "checkpoint_best.pt", "--data", data, "--out",
