@@ -300,8 +300,11 @@ def preprocess_math(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
         raise _user_error(f"--dict {srcdict}: no such file")
     fingerprint = _fingerprint(selected, seed, valid_fraction, srcdict)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob("*.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    from nesyseq.common.out_folder import is_stale
+
+    for stale in out_dir.glob("*.tmp-*"):   # an interrupted run's; never a live run's
+        if is_stale(stale.name):
+            shutil.rmtree(stale, ignore_errors=True)
     text_tmp = out_dir / f"text.tmp-{os.getpid()}"
     bin_tmp = out_dir / f"bin.tmp-{os.getpid()}"
     text_tmp.mkdir()

@@ -34,6 +34,9 @@ SENTENCE_END = "."   # token that closes every story sentence in the flat source
 QUESTION_END = "?"   # token that closes the question
 
 _TOKEN = re.compile(r"[^\s.?!]+")
+# control characters (NUL, ESC, DEL, C1 ...; the tab is the format's separator): never passed on silently
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+MAX_POSITIONS = 1024   # fairseq's --max-source-positions default, which the babi_qa task keeps
 
 
 def tokenize(text: str) -> List[str]:
@@ -62,8 +65,9 @@ class QAExample:
 
 
 def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
-                     memory_size: Optional[int] = 50) -> List[QAExample]:
-    """Parse bAbI lines into examples; ``memory_size`` None keeps the whole story."""
+                     memory_size: Optional[int] = 50, max_tokens: Optional[int] = None) -> List[QAExample]:
+    """Parse bAbI lines into examples; ``memory_size`` None keeps the whole story.  A line with a
+    control character, or (``max_tokens``) with more tokens than that, is an error naming it."""
     if memory_size is not None and memory_size < 1:
         raise UserError(f"memory size must be >= 1, got {memory_size}")
     examples: List[QAExample] = []
@@ -75,6 +79,10 @@ def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
         line = raw.rstrip("\n").rstrip("\r")
         if not line.strip():
             continue
+        bad = _CONTROL.search(line)
+        if bad:
+            raise UserError(f"{where}: control character U+{ord(bad.group()):04X} at column {bad.start() + 1} "
+                            "(a NUL byte or another invisible character)")
         head, _, rest = line.partition(" ")
         if not head.isdigit() or not rest.strip():
             raise UserError(f"{where}: expected 'ID text', got {line[:60]!r}")
@@ -90,6 +98,7 @@ def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
             if len(parts) < 2 or not parts[1].strip():
                 raise UserError(f"{where}: question line without an answer after the tab")
             question = tokenize(parts[0])
+            _check_length(question, where, max_tokens)
             answer = parts[1].strip().lower()
             if not question:
                 raise UserError(f"{where}: empty question")
@@ -117,9 +126,17 @@ def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
             toks = tokenize(rest)
             if not toks:
                 raise UserError(f"{where}: empty sentence")
+            _check_length(toks, where, max_tokens)
             story.append((line_id, toks))
         seen_ids.add(line_id)
     return examples
+
+
+def _check_length(tokens: List[str], where: str, max_tokens: Optional[int]) -> None:
+    """One line (its tokens and the closing ``.`` or ``?``) must fit the model's positions."""
+    if max_tokens is not None and len(tokens) + 1 > max_tokens:
+        raise UserError(f"{where}: {len(tokens) + 1} tokens in one line, more than the model's {max_tokens} "
+                        "positions (--max-positions); a line this long is no bAbI sentence")
 
 
 def read_babi_lines(path: str) -> List[str]:
@@ -134,8 +151,8 @@ def read_babi_lines(path: str) -> List[str]:
         raise UserError(f"{path}: no such file") from None
 
 
-def parse_babi_file(path: str, memory_size: Optional[int] = 50) -> List[QAExample]:
-    return parse_babi_lines(read_babi_lines(path), path, memory_size)
+def parse_babi_file(path: str, memory_size: Optional[int] = 50, max_tokens: Optional[int] = None) -> List[QAExample]:
+    return parse_babi_lines(read_babi_lines(path), path, memory_size, max_tokens)
 
 
 _SCHEME_1K = re.compile(r"^qa(\d+)_([A-Za-z0-9-]+)_(train|test)\.txt$")

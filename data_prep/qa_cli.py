@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-size", type=int, default=50,
                         help="keep the most recent N story sentences (reference codes: 50; 130 for task 3)")
     parser.add_argument("--valid-fraction", type=float, default=0.1, help="train held out for early stopping")
+    parser.add_argument("--max-positions", type=int, default=1024,
+                        help="refuse a bAbI line with more tokens than this (the model's --max-source-positions)")
     parser.add_argument("--seed", type=int, default=0, help="generator and held-out split seed")
     parser.add_argument("--num-names", type=int, default=4, help="generator: distinct names (10..10000 for Fig. 1)")
     parser.add_argument("--zero-shot", type=zero_shot_kinds, default=None, metavar="KIND[,KIND...]",
@@ -69,7 +71,8 @@ def run(args) -> int:
                      train_file=args.train, valid_file=args.valid, test_file=args.test,
                      memory_size=args.memory_size, valid_fraction=args.valid_fraction, seed=args.seed,
                      num_names=args.num_names, zero_shot=args.zero_shot, k=args.k,
-                     train_stories=args.train_stories, test_stories=args.test_stories)
+                     train_stories=args.train_stories, test_stories=args.test_stories,
+                     max_positions=args.max_positions)
     for p in out:
         print(p)
     return 0

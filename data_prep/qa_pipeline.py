@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Dict, List, Optional
 
 from nesyseq.data_prep.fairseq_binarize import fairseq_preprocess
-from nesyseq.data_prep.qa_babi import QAExample, discover_tasks, parse_babi_file
+from nesyseq.data_prep.qa_babi import MAX_POSITIONS, QAExample, discover_tasks, parse_babi_file
 from nesyseq.common.atomic import atomic_write_bytes
 from nesyseq.common.errors import UserError
 
@@ -64,9 +64,22 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
                memory_size: int = 50, valid_fraction: float = 0.1, seed: int = 0, num_names: int = 4,
                zero_shot: Optional[str] = None, k: int = 10, train_stories: int = 200,
                test_stories: int = 200, binarize: bool = True, train_file: Optional[str] = None,
-               valid_file: Optional[str] = None, test_file: Optional[str] = None) -> List[str]:
-    """Prepare every selected task; returns the ``bin/task{N}`` directories."""
+               valid_file: Optional[str] = None, test_file: Optional[str] = None,
+               max_positions: int = MAX_POSITIONS) -> List[str]:
+    """Prepare every selected task; returns the ``bin/task{N}`` directories.  Every option is
+    checked before any work; a bAbI line longer than ``max_positions`` tokens is refused."""
+    from nesyseq.common.out_folder import check_out_path
+
+    check_out_path(out)
     out = pathlib.Path(out)
+    if not 0 <= valid_fraction < 1:
+        raise UserError(f"--valid-fraction must be in [0, 1), got {valid_fraction}")
+    if memory_size < 1:
+        raise UserError(f"--memory-size must be >= 1, got {memory_size}")
+    if max_positions < 2:
+        raise UserError(f"--max-positions must be >= 2, got {max_positions}")
+    if generate and (train_stories < 1 or test_stories < 1):
+        raise UserError(f"--train-stories and --test-stories must be >= 1, got {train_stories} and {test_stories}")
     if sum(map(bool, (source, generate, train_file))) != 1:
         raise UserError("give exactly one of --source DIR, --generate and --train FILE")
     if (valid_file or test_file) and not train_file:
@@ -115,18 +128,18 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
         meta["source"] = f"bAbI folder {os.path.abspath(source)}"
     results = []
     for t, paths in files.items():
-        train = parse_babi_file(paths["train"], memory_size)
+        train = parse_babi_file(paths["train"], memory_size, max_positions)
         if "valid" in paths:
-            valid = parse_babi_file(paths["valid"], memory_size)
+            valid = parse_babi_file(paths["valid"], memory_size, max_positions)
         else:
             train, valid = _valid_split(train, valid_fraction, seed, t)
-        test = parse_babi_file(paths["test"], memory_size)
+        test = parse_babi_file(paths["test"], memory_size, max_positions)
         if not train or not test:
             raise UserError(f"task {t}: empty train or test split ({paths})")
         splits = {"train": train, "valid": valid, "test": test}
         extra = sorted(n for n in paths if n.startswith("test_"))
         for n in extra:
-            splits[n] = parse_babi_file(paths[n], memory_size)
+            splits[n] = parse_babi_file(paths[n], memory_size, max_positions)
         text_dir = out / "text" / f"task{t}"
         text_dir.mkdir(parents=True, exist_ok=True)
         for name, exs in splits.items():

@@ -64,14 +64,9 @@ def checkpoint_steps(path: Path) -> Optional[int]:
     m = _STEP_RE.search(Path(path).name)
     if m:
         return int(m.group(1))
-    from fairseq import checkpoint_utils
+    from nesyseq.evaluations import checkpoints
 
-    from nesyseq import plugins  # noqa: F401  (safe globals for weights_only loading)
-
-    state = checkpoint_utils.load_checkpoint_to_cpu(str(path))
-    history = state.get("optimizer_history") or [{}]
-    steps = history[-1].get("num_updates")
-    return int(steps) if steps is not None else None
+    return checkpoints.steps(path)
 
 
 def _rows(entries: List[Entry]):

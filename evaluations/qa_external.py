@@ -28,14 +28,12 @@ from nesyseq.common.errors import UserError
 
 
 def _load_state(ckpt: str):
-    from fairseq import checkpoint_utils
+    """``ckpt`` read by evaluations/checkpoints.py (safe load, one-line errors), a babi_qa checkpoint."""
+    from nesyseq.evaluations import checkpoints
 
-    from nesyseq import plugins  # noqa: F401  registers models/tasks and the checkpoint safe globals
-
-    from nesyseq.common.cli_args import check_checkpoint_file
-
-    check_checkpoint_file(ckpt)
-    return checkpoint_utils.load_checkpoint_to_cpu(ckpt)
+    state = checkpoints.read(ckpt)
+    checkpoints.require_task(state, ckpt, ("babi_qa",), "evaluate qa --babi-file")
+    return state
 
 
 def extend_state_dict(old: Dict, new_model) -> Dict:
@@ -57,16 +55,17 @@ def extend_state_dict(old: Dict, new_model) -> Dict:
 def load_with_words(ckpt: str, words: List[str], data: Optional[str] = None):
     """(model, task, new_words, train_unseen): the checkpoint's model with ``words`` that are
     not in its dictionary appended as new, unseen-in-training entries."""
+    from nesyseq.evaluations import checkpoints
+
     state = _load_state(ckpt)
     cfg = state["cfg"]
-    from fairseq import tasks
-
-    data = data or cfg.task.data
+    trained_on = checkpoints.training_data(state)
+    data = data or trained_on
     if not data or not (Path(data) / "dict.src.txt").is_file():
         raise UserError(f"{ckpt}: its dictionary {data}/dict.src.txt is not there; "
                         "pass --data with the folder that holds the training dict.src.txt")
-    cfg.task.data = str(data)
-    task = tasks.setup_task(cfg.task)
+    task = checkpoints.setup_task(state, data, ckpt)
+    checkpoints.check_dictionaries(state, task, ckpt, data, trained_on)   # before any word is added
     src, tgt = task.source_dictionary, task.target_dictionary
     if [src[i] for i in range(len(src))] != [tgt[i] for i in range(len(tgt))]:
         raise UserError(f"{data}: source and target dictionaries differ (babi_qa needs the joined one)")
@@ -116,7 +115,9 @@ def evaluate_babi_file(ckpt: str, babi_file: str, data: Optional[str] = None, me
     from nesyseq.data_prep.qa_babi import parse_babi_file
 
     if memory_size is None:
-        meta = Path(data or _load_state(ckpt)["cfg"].task.data or "") / "qa_meta.json"
+        from nesyseq.evaluations import checkpoints
+
+        meta = Path(data or checkpoints.training_data(_load_state(ckpt)) or "") / "qa_meta.json"
         memory_size = json.loads(meta.read_text())["memory_size"] if meta.is_file() else 50
     examples = parse_babi_file(babi_file, memory_size)
     if not examples:

@@ -125,13 +125,27 @@ def load_experiment(name: str):
 
 
 def parse_array(spec: Optional[str]) -> List[Dict[str, str]]:
-    """``seed=1,2,3`` -> [{'seed': '1'}, {'seed': '2'}, {'seed': '3'}]."""
+    """``seed=1,2,3`` -> [{'seed': '1'}, {'seed': '2'}, {'seed': '3'}].  Each member gets a folder
+    (and a save dir) named by its value, so an empty value and two values with one folder (``1,1``,
+    or ``a/b,a_b``: ``/`` becomes ``_`` in the folder name) are refused: two jobs would write
+    one folder."""
     if not spec:
         return [None]
     key, sep, values = spec.partition("=")
-    vals = [v for v in values.split(",") if v != ""]
-    if not sep or not key or not vals:
+    if not sep or not key or not values:
         raise UserError(f"--array {spec!r}: expected KEY=v1,v2,... (e.g. seed=1,2,3)")
+    vals = values.split(",")
+    for i, v in enumerate(vals, 1):
+        if v.strip() == "":
+            raise UserError(f"--array {spec!r}: value {i} is empty (expected KEY=v1,v2,..., e.g. seed=1,2,3)")
+    folders = {}
+    for v in vals:
+        folder = _array_suffix({key: v})
+        if folder in folders:
+            same = "twice" if folders[folder] == v else f"and {folders[folder]!r} both"
+            raise UserError(f"--array {spec!r}: {v!r} is given {same}, so two jobs would share the folder "
+                            f"and save dir {folder.lstrip('/')}; give each value once")
+        folders[folder] = v
     return [{key: v} for v in vals]
 
 

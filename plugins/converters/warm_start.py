@@ -57,6 +57,7 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 from nesyseq.common.atomic import atomic_write
+from nesyseq.common.dictionaries import RECORD_KEY, fingerprint
 from nesyseq.common.errors import UserError
 
 # the models whose every vocabulary tensor ends with one of VOCAB_SUFFIXES (checked for each,
@@ -231,6 +232,8 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
         report["encoder_layers"] = grow_encoder(model, encoder_layers)
         _set_encoder_layers(state, encoder_layers)
     _fresh_training_state(state)
+    # its ids now index --to-data's dictionary: the record the evaluators check says so
+    state["extra_state"][RECORD_KEY] = {side: fingerprint(dst.symbols) for side in ("source", "target")}
     atomic_write(out, lambda tmp: torch.save(state, tmp))
     return report
 
