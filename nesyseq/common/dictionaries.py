@@ -13,7 +13,7 @@ change what an id means).  The evaluators (evaluations/checkpoints.py) compare i
 dictionaries of the data they are given.  Duck-typed: no fairseq import here.
 """
 import hashlib
-from typing import Dict, Iterable
+from typing import Any, Dict, Iterable
 
 RECORD_KEY = "dictionaries"
 SIDES = ("source", "target")
@@ -25,7 +25,7 @@ def fingerprint(symbols: Iterable[str]) -> Dict[str, object]:
     return {"size": len(symbols), "sha256": digest}
 
 
-def task_dictionaries(task) -> Dict[str, object]:
+def task_dictionaries(task) -> Dict[str, Any]:
     """{"source": Dictionary, "target": Dictionary} of whichever of the two ``task`` has (a
     language-modelling task's are its one dictionary and its output dictionary)."""
     found = {}
