@@ -392,18 +392,19 @@ def _babi_like(folder, n_train=80, n_test=10, seed=0):
 
 
 def test_zero_shot_files_of_a_bAbI_folder_task(tmp_path):
-    """prepare qa-zero-shot --babi-dir --task: the released test file copied byte for byte under the
-    generator's name, and each renaming changes exactly its kind's words (checked word by word)."""
+    """prepare qa-zero-shot --babi-dir --task: the generator's names, only zero-shot files in the
+    folder (the original test is not copied beside them), and each renaming changes exactly its
+    kind's words (checked word by word)."""
     from nesyseq.data_prep.qa_zero_shot import make_task_zero_shot
     from nesyseq.common.errors import UserError
 
     babi = _babi_like(tmp_path / "en", n_train=3, n_test=4)
     out = tmp_path / "zs"
     paths = make_task_zero_shot(str(babi), "2", ["rooms", "objects", "people", "all"], str(out))
-    assert [Path(p).name for p in paths] == ["qa2_test.txt", "qa2_test_rooms.txt", "qa2_test_objects.txt",
+    assert [Path(p).name for p in paths] == ["qa2_test_rooms.txt", "qa2_test_objects.txt",
                                              "qa2_test_people.txt", "qa2_test_all.txt"]
+    assert sorted(p.name for p in out.iterdir()) == sorted([Path(p).name for p in paths] + ["zero_shot_map.json"])
     original = (babi / "qa2_two-supporting-facts_test.txt").read_bytes()
-    assert (out / "qa2_test.txt").read_bytes() == original
     kinds = {"rooms": BABI_WORDS[7:13], "objects": BABI_WORDS[13:], "people": BABI_WORDS[:7]}
     kinds["all"] = BABI_WORDS
     for kind, words in kinds.items():
@@ -412,7 +413,7 @@ def test_zero_shot_files_of_a_bAbI_folder_task(tmp_path):
         assert len(new) == len(old)
         changed = {(a.strip(".?").lower(), b.strip(".?").lower()) for a, b in zip(old, new) if a != b}
         assert changed and all(a in words and b not in BABI_WORDS for a, b in changed), (kind, changed)
-    with pytest.raises(UserError, match="--task 7: .* has no task 7"):
+    with pytest.raises(UserError, match=r"qa7_counting_test\.txt: no such file \(task 7's test file\)"):
         make_task_zero_shot(str(babi), "7", ["rooms"], str(tmp_path / "zs7"))
 
 
