@@ -4,6 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.nesyseq-installed
+QUIET  := $(VENV)/.nesyseq-quiet
 
 .PHONY: venv test test-fast test-gpu gpu-wheels quickstart bench clean-venv
 
@@ -19,17 +20,24 @@ $(STAMP): setup.cfg setup.py pyproject.toml constraints.txt
 		|| echo "note: some installed files were not byte-compiled ahead; Python compiles them on first import"
 	@touch $(STAMP)
 
-venv: $(STAMP)
+# Quiet by default: fairseq logs "Please install tensorboardX" while it is imported, before any
+# plugin loads; this .pth runs nesyseq/common/quiet.py at interpreter start (NESYSEQ_WARNINGS=all: off).
+$(QUIET): $(STAMP)
+	@printf '%s\n' 'import os, runpy; p = "$(CURDIR)/nesyseq/common/quiet.py"; os.path.isfile(p) and runpy.run_path(p, run_name="nesyseq_quiet_startup")' \
+		> "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nesyseq-quiet.pth"
+	@touch $(QUIET)
+
+venv: $(QUIET)
 
 # Two workers (pytest-xdist); tests/conftest.py groups tests that share a fixture on one worker.
 PYTEST_PAR := -n 2 --dist loadgroup
 
 # test_slurm.py's session fixture starts one local SLURM cluster: its group keeps the file on one
 # worker (tests/conftest.py fails the run if xdist cannot group, e.g. under pytest >= 9.2)
-test: $(STAMP)
+test: $(QUIET)
 	$(PY) -m pytest -q $(PYTEST_PAR) --durations=30 tests
 
-test-fast: $(STAMP)
+test-fast: $(QUIET)
 	$(PY) -m pytest -q $(PYTEST_PAR) -m "not slow" tests
 
 # The GPU lane (docs/testing.md).  gpu-wheels: on a machine with network, fill .whl/ with
@@ -43,10 +51,10 @@ gpu-wheels:
 test-gpu:
 	$(GPU_PYTHON) tools/gpu_lane.py run --python $(GPU_PYTHON)
 
-quickstart: $(STAMP)
+quickstart: $(QUIET)
 	$(VENV)/bin/nesyseq quickstart
 
-bench: $(STAMP)
+bench: $(QUIET)
 	$(PY) benchmarks/bench_tp_attention.py
 
 clean-venv:

@@ -364,5 +364,8 @@ def test_qa_try_it_runs(tmp_path):
     script = f"set -euo pipefail\ncd {shlex.quote(str(tmp_path))}\nln -s {shlex.quote(str(ROOT / 'user_dir'))} user_dir\n{body}\n"
     res = subprocess.run(["bash", "-c", script], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert res.returncode == 0, res.stdout[-3000:]
+    # quiet by default: none of the known-harmless third-party notices (nesyseq/common/quiet.py)
+    for noise in ("UserWarning", "FutureWarning", "Please install tensorboardX", "pin_memory"):
+        assert noise not in res.stdout, f"{noise!r} in the try-it output:\n{res.stdout[-3000:]}"
     reports = list(tmp_path.rglob("qa_results.csv")) + list(tmp_path.rglob("qa_external.json"))
     assert reports, f"the try-it block wrote no evaluation report:\n{res.stdout[-1500:]}"
