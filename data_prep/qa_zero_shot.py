@@ -110,6 +110,17 @@ def zero_shot_stem(babi_file: str) -> str:
     return f"qa{int(m.group(1))}_test" if m else os.path.splitext(name)[0]
 
 
+def test_kind(path: str) -> str:
+    """What a bAbI test file is, by its name: ``original`` (``qa{N}_test.txt``, ``qa{N}_<title>_test.txt``),
+    the zero-shot kind of ``{stem}_{kind}.txt`` (rooms, objects, people, all), else ``""``."""
+    name = os.path.basename(str(path))
+    if _BABI_TEST.match(name):
+        return "original"
+    stem = os.path.splitext(name)[0]
+    kind = stem.rsplit("_", 1)[-1] if "_" in stem else ""
+    return kind if kind in KINDS else ""
+
+
 def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
     """Write ``out/{stem}_{kind}.txt`` for each kind (stem: :func:`zero_shot_stem`); returns the paths."""
     from nesyseq.data_prep.qa_babi import read_babi_lines
