@@ -241,10 +241,14 @@ def test_qa_experiment_runs_end_to_end_locally(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     md = (run_dir / "collect.md").read_text().splitlines()
-    rows = {Path(ln.split(" | ")[0].lstrip("| ")).name: ln for ln in md if ln.startswith("| /")}
+    head = [c.strip() for c in next(ln for ln in md if ln.startswith("| file")).strip("|").split("|")]
+    rows = {Path(ln.split(" | ")[0].lstrip("| ")).name: dict(zip(head, (c.strip() for c in ln.strip("|").split("|"))))
+            for ln in md if ln.startswith("| /")}
     assert sorted(rows) == sorted(by_file)
-    for name, x in by_file.items():
-        assert f"| {x['error']:.4g} ± 0 |" in rows[name], (rows[name], x["error"])
+    for name, x in by_file.items():   # one member: its value as it is, no "± 0"; counts as whole numbers
+        assert rows[name]["error (%)"] == f"{x['error']:.4g}", (rows[name], x["error"])
+        assert rows[name]["questions"] == str(x["questions"]) and rows[name]["tokens"] == str(x["tokens"])
+    assert rows["qa2_test.txt"]["test"] == "original" and rows["qa2_test_rooms.txt"]["test"] == "zero-shot rooms"
 
 
 @pytest.mark.slow  # generate, task 1, warm start, task 2, evaluation: five processes, tiny budgets
@@ -425,13 +429,18 @@ def _launch(*words, timeout=600):
 
 @pytest.mark.slow  # three local launches of a tiny stpr (8 and 16 updates) and one evaluation
 def test_qa_table2_runs_skips_finished_stages_and_resumes_an_interrupted_one(tmp_path):
-    """qa_table2 on a tiny bAbI-like folder: the zero-shot files and the evaluation on each; a train
-    stage interrupted after its checkpoint at update 8 (no DONE.json) continues from its own
+    """qa_table2, the README's Table-2 command, on a folder holding only qa2's two files (bAbI-like,
+    under the release's names): the zero-shot files and the evaluation on each; a train stage
+    interrupted after its checkpoint at update 8 (no DONE.json) continues from its own
     checkpoint_last.pt to 16 updates with the weights of an uninterrupted 16-update run (one CPU
-    thread: bitwise), the finished stages before it are skipped, and a further launch skips all."""
-    babi = _babi_like(tmp_path / "babi" / "en-10k")
+    thread: bitwise), the finished stages before it are skipped, the launch ends with the collected
+    table, and a further launch skips all."""
+    babi = _babi_like(tmp_path / "qa2-only")
+    assert sorted(p.name for p in babi.iterdir()) == ["qa2_two-supporting-facts_test.txt",
+                                                      "qa2_two-supporting-facts_train.txt"]
     run, ref = tmp_path / "run", tmp_path / "ref"
-    common = ["qa_table2", "--executor", "local", f"babi_dir={babi}", "task=2", "--array", "seed=0"]
+    common = ["qa_table2", "--executor", "local", f"babi_dir={babi}", "task=2", "--array", "seed=0",
+              "--timeout-min", "180"]
     r = _launch(*common, "--run-dir", run, "max_update=8", "--stages", "prepare,zero_shot,train")
     assert r.returncode == 0, r.stderr[-3000:]
     train = run / "train" / "seed=0"
@@ -439,6 +448,9 @@ def test_qa_table2_runs_skips_finished_stages_and_resumes_an_interrupted_one(tmp
     logs = {s: (run / s / "stage.log").stat().st_mtime_ns for s in ("prepare", "zero_shot")}
     r = _launch(*common, "--run-dir", run, "max_update=16")
     assert r.returncode == 0, r.stderr[-3000:]
+    # the launch's last words: the results table, the original test labelled as such
+    table = r.stdout[r.stdout.index("| file | test | questions | error (%) |"):]
+    assert "| original |" in table and "| zero-shot rooms |" in table and " ± " not in table, r.stdout
     jobs = {j["stage"]: j["job_id"] for j in json.loads((run / "jobs.json").read_text())["jobs"]}
     assert jobs["prepare"] == jobs["zero_shot"] == "skipped (complete)" and "skipped" not in jobs["train"] + jobs["evaluate"]
     assert {s: (run / s / "stage.log").stat().st_mtime_ns for s in logs} == logs

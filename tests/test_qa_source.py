@@ -34,6 +34,8 @@ def _write(folder, task2, extra=True):
     if extra:   # other tasks, incomplete: not requested, so not checked
         (folder / "qa3_three-supporting-facts_test.txt").write_text("1 Mary went to the kitchen.\n")
         (folder / "qa5_three-arg-relations_train.txt").write_text("this is not bAbI at all\n")
+        (folder / "qa4_train.txt").write_text("1 Mary went to the kitchen.\n")   # under both naming schemes
+        (folder / "qa4_two-arg-relations_test.txt").write_text("1 Mary went to the kitchen.\n")
     return folder
 
 
