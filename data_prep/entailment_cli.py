@@ -118,7 +118,7 @@ def run(args) -> int:
     import dataclasses
     import os
 
-    from nesyseq.data_prep.entailment_data import (DEFAULT_SPECS, SPLITS, FormulaError, generate_splits,
+    from nesyseq.data_prep.entailment_data import (DEFAULT_SPECS, FormulaError, generate_splits,
                                            heuristic_accuracy, joint_heuristic_accuracy, read_file,
                                            write_file)
     from nesyseq.common.atomic import atomic_write_bytes
