@@ -402,7 +402,7 @@ def preprocess_math(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
             raise _user_error(f"{raw_dir}/interpolate: no test examples for the selected modules")
         fairseq_preprocess(bin_tmp, text_tmp / "train", text_tmp / "valid", [text_tmp / t for t in test_subsets],
                            srcdict=None if srcdict is None else pathlib.Path(srcdict).resolve(),
-                           workers=workers if train_w.count > 20_000 else 1, verbose=progress)
+                           workers=workers if train_w.count > 20_000 else 1)   # our bar, not its INFO lines
         from fairseq.data import Dictionary
 
         vocab = Dictionary.load(str(bin_tmp / "dict.src.txt"))

@@ -139,6 +139,9 @@ def quiet_third_party_logging() -> None:
 
 
 def main(argv=None) -> int:
+    from nesyseq.common.quiet import install
+
+    install()   # the known-harmless third-party warnings (nesyseq/common/quiet.py)
     argv = sys.argv[1:] if argv is None else list(argv)
     if selected_command(argv) != ("train", None):   # `nesyseq train` is fairseq-train: its log stays
         quiet_third_party_logging()
