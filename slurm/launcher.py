@@ -9,12 +9,14 @@ whose DONE marker and declared outputs exist is skipped.  Every job's absolute
 folder holds ``config.yaml`` (resolved), ``command.txt`` (the exact command line),
 ``git_commit.txt``, ``stage.log`` and, for training, ``checkpoints/``; submitit's
 own logs are under ``RUN_DIR/.submitit/``.  ``RUN_DIR/jobs.json`` lists all jobs
-for ``nesyseq status`` / ``nesyseq collect``.
+for ``nesyseq status`` / ``nesyseq collect``.  With ``--executor local`` at most
+``--local-parallel N`` jobs of a stage run at once (default: the usable CPUs).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 import zlib
 from pathlib import Path
@@ -52,6 +54,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stages", default=None, metavar="A,B",
                         help="run only these stages (e.g. prepare,train); default: all")
     parser.add_argument("--dry-run", action="store_true", help="write the job folders and print the plan; submit nothing")
+    parser.add_argument("--local-parallel", type=_positive, default=None, metavar="N",
+                        help="--executor local: at most N jobs of a stage run at once, the next one starting when "
+                             "one ends (default: the CPUs this process may use)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def local_parallel(args) -> int:
+    """How many local jobs of one stage run at once: --local-parallel, else the usable CPUs."""
+    if getattr(args, "local_parallel", None):
+        return args.local_parallel
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:   # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def submit_windowed(ex, fns, window: int, poll_s: float = 0.5):
+    """Submit ``fns`` to the local executor ``ex`` with at most ``window`` of them running at
+    once: the next one starts when one ends.  Returns the jobs in ``fns`` order, the last ones
+    possibly still running."""
+    jobs, running = [], []
+    for fn in fns:
+        while len(running) >= window:
+            running = [j for j in running if not j.done()]
+            if len(running) >= window:
+                time.sleep(poll_s)
+        job = ex.submit(fn)
+        jobs.append(job)
+        running.append(job)
+    return jobs
 
 
 def tasks_per_node(args) -> int:
@@ -184,7 +225,9 @@ def run(args) -> int:
         fns = [StageJob(j.argv, str(j.folder), [str(p) for p in j.outputs], max_requeue=args.max_requeue)
                for j in todo]
         if args.dry_run:
-            submitted = [None] * len(todo)
+            submitted: list = [None] * len(todo)
+        elif args.executor == "local":
+            submitted = submit_windowed(ex, fns, local_parallel(args))
         elif len(todo) > 1:
             with ex.batch():
                 submitted = [ex.submit(fn) for fn in fns]
@@ -205,13 +248,18 @@ def run(args) -> int:
         # afterok on an array's base id waits for every member
         previous_ids = sorted({i.split("_")[0] for i in ids})
         if args.executor == "local" or not args.dependency_chain:
+            failed = []     # every job of the stage is waited for: one failure does not stop the others
             for sub in submitted:
                 try:
                     sub.result()
                 except Exception as exc:
-                    _write_jobs(run_dir, plan.name, commit, args.executor, records)
-                    raise UserError(f"stage {stage} failed (job {sub.job_id}); see nesyseq status {run_dir}: "
-                                    f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}") from None
+                    failed.append((sub, exc))
+            if failed:
+                _write_jobs(run_dir, plan.name, commit, args.executor, records)
+                sub, exc = failed[0]
+                more = f" and {len(failed) - 1} more of its {len(submitted)} jobs" if len(failed) > 1 else ""
+                raise UserError(f"stage {stage} failed (job {sub.job_id}{more}); see nesyseq status {run_dir}: "
+                                f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else exc!r}")
             previous_ids = []
     _write_jobs(run_dir, plan.name, commit, args.executor, records)
     _print_table(records)
