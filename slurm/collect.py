@@ -5,7 +5,9 @@ one member's value as it is, and otherwise mean ± sample std; its headers name 
 columns that have one (``error (%)``, ``valid_loss (bits)``).  ``collect.csv`` keeps mean and std
 for every numeric column.
 
-Reads the first ``.csv`` output that the evaluate stage declares (for math:
+A run of ``qa_table1`` gets the Table-1 report instead (evaluations/qa_table1.py
+``collect_study``: per-task and aggregate error, tasks passed per seed, the best seed, the
+learning curve as ``collect.png``).  Otherwise it reads the first ``.csv`` output that the evaluate stage declares (for math:
 ``results.csv`` with split, module, n, correct, accuracy) from every array
 member.  Rows are matched on their text columns; every numeric column becomes
 mean ± sample std over the members (std 0 for a single member).  Writes
@@ -84,9 +86,14 @@ def collect(run_dir, stage="evaluate", metric=None):
     from nesyseq.common.atomic import atomic_write_bytes
 
     run_dir = Path(run_dir).resolve()
-    recs = [r for r in load_jobs(run_dir)["jobs"] if r["stage"] == stage]
+    jobs = load_jobs(run_dir)
+    recs = [r for r in jobs["jobs"] if r["stage"] == stage]
     if not recs:
         raise UserError(f"{run_dir}/jobs.json: no jobs of stage {stage!r}")
+    if jobs.get("experiment") == "qa_table1" and stage == "evaluate":
+        from nesyseq.evaluations.qa_table1 import collect_study
+
+        return collect_study(run_dir, [_result_csv(r).parent for r in recs])
     header = None
     members = []
     per_member: "OrderedDict[tuple, list]" = OrderedDict()   # key -> [(member, {numeric column: value})]

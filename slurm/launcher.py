@@ -9,7 +9,8 @@ whose DONE marker and declared outputs exist is skipped.  Every job's absolute
 folder holds ``config.yaml`` (resolved), ``command.txt`` (the exact command line),
 ``git_commit.txt``, ``stage.log`` and, for training, ``checkpoints/``; submitit's
 own logs are under ``RUN_DIR/.submitit/``.  ``RUN_DIR/jobs.json`` lists all jobs
-for ``nesyseq status`` / ``nesyseq collect``.
+for ``nesyseq status`` / ``nesyseq collect``.  With ``--executor local`` at most
+``--local-parallel N`` jobs of a stage run at once (default: the usable CPUs).
 """
 from __future__ import annotations
 
@@ -59,6 +60,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stages", default=None, metavar="A,B",
                         help="run only these stages (e.g. prepare,train); default: all")
     parser.add_argument("--dry-run", action="store_true", help="write the job folders and print the plan; submit nothing")
+    parser.add_argument("--local-parallel", type=_positive, default=None, metavar="N",
+                        help="--executor local: at most N jobs of a stage run at once, the next one starting when "
+                             "one ends (default: the CPUs this process may use)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def local_parallel(args) -> int:
+    """How many local jobs of one stage run at once: --local-parallel, else the usable CPUs."""
+    if getattr(args, "local_parallel", None):
+        return args.local_parallel
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:   # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def submit_windowed(ex, fns, window: int, poll_s: float = 0.5):
+    """Submit ``fns`` to the local executor ``ex`` with at most ``window`` of them running at
+    once: the next one starts when one ends.  Returns the jobs in ``fns`` order, the last ones
+    possibly still running."""
+    jobs, running = [], []
+    for fn in fns:
+        while len(running) >= window:
+            running = [j for j in running if not j.done()]
+            if len(running) >= window:
+                time.sleep(poll_s)
+        job = ex.submit(fn)
+        jobs.append(job)
+        running.append(job)
+    return jobs
 
 
 def tasks_per_node(args) -> int:
@@ -224,7 +264,9 @@ def run(args) -> int:
             ex = _executor(args, run_dir / ".submitit" / stage, params)
             fns = [StageJob(j.argv, str(j.folder), [str(p) for p in j.outputs], max_requeue=args.max_requeue)
                    for j in todo]
-            if len(todo) > 1:
+            if args.executor == "local":   # at most --local-parallel of them at once
+                submitted = submit_windowed(ex, fns, local_parallel(args))
+            elif len(todo) > 1:
                 with ex.batch():
                     submitted = [ex.submit(fn) for fn in fns]
             else:

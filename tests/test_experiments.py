@@ -17,7 +17,9 @@ from nesyseq.slurm.experiment import build_plan, experiment_names
 
 REPO = Path(__file__).resolve().parents[1]
 # the keys an experiment leaves to the user (???), with any value of the right kind
-REQUIRED = {"wmt": ["corpus=/data/wmt"], "folnet_lm": ["corpus=/data/lm"], "qa_table2": ["babi_dir=/data/babi/en-10k"]}
+REQUIRED = {"wmt": ["corpus=/data/wmt"], "folnet_lm": ["corpus=/data/lm"], "qa_table2": ["babi_dir=/data/babi/en-10k"],
+            # one task, every model: its 20 tasks x 2 seeds would be 80 parses of the same options
+            "qa_table1": ["babi_dir=/data/babi/en", "task=3", "model=stpr_sm,tpr_sm,stpr,tpr,memnet,smn"]}
 
 
 def _accepts(argv, tmp_path):
