@@ -59,7 +59,7 @@ def layer_features(stack, run, tokens, layer: Optional[int], dictionary) -> Feat
     n = len(stack.layers)
     if layer is not None and not -n <= layer < n:
         raise UserError(f"layer {layer}: the model has layers 0..{n - 1} (or None for its output)")
-    seen = {}
+    seen: dict = {}
     hook = None
     if layer is not None:
         hook = stack.layers[layer].register_forward_hook(lambda m, a, out: seen.update(u1=out[0], u2=out[1]))
@@ -123,7 +123,7 @@ class FolnetLM(GeneratorHubInterface):
         task, model = build(cfg, state, data)
         return cls(cfg, task, [model], path)
 
-    def binarize(self, sentence: str) -> torch.LongTensor:
+    def binarize(self, sentence: str) -> torch.Tensor:
         return encode_tokens(self.src_dict, None, sentence, prepend_bos=False)
 
     def features(self, tokens, layer: Optional[int] = None) -> Features:

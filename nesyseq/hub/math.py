@@ -106,7 +106,7 @@ class MathModel(GeneratorHubInterface):
         if not 0 <= head < attn.num_heads:
             raise UserError(f"head {head}: the model has heads 0..{attn.num_heads - 1}")
         ids = self.encode(question).unsqueeze(0).to(self.device)
-        seen = {}
+        seen: dict = {}
 
         def keep_inputs(module, args, kwargs):
             seen["query"] = args[0]

@@ -95,7 +95,7 @@ class QAModel(nn.Module):
         self.cfg, self.task, self.path, self.memory_size = cfg, task, path, memory_size
         self.model = model
         self.base_size = len(task.source_dictionary)
-        self._extended = (None, None)                      # (new words, the model built for them)
+        self._extended: tuple = (None, None)               # (new words, (model, dictionary) built for them)
         self.register_buffer("_float_tensor", torch.tensor([0], dtype=torch.float))
 
     @classmethod
