@@ -12,9 +12,10 @@ from nesyseq import plugins  # noqa: F401  (registers the models and tasks)
 REPO = Path(__file__).resolve().parents[1]
 
 
-def save_checkpoint(path, data, argv, seed=0, perturb=0.0):
+def save_checkpoint(path, data, argv, seed=0, perturb=0.0, max_len_b=None):
     """fairseq-train's parsing of ``DATA argv``, the model it builds (seed ``seed``; ``perturb``: plus
-    that much Gaussian noise on every weight), saved with
+    that much Gaussian noise on every weight; ``max_len_b``: the longest output its saved generation
+    config allows, so that an untrained model, which never ends a sentence, decodes quickly), saved with
     the config container and optimizer history that fairseq-train writes; returns the model."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -29,7 +30,10 @@ def save_checkpoint(path, data, argv, seed=0, perturb=0.0):
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(perturb * torch.randn_like(p))
-    state = {"cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), "model": model.state_dict(),
+    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    if max_len_b is not None:
+        container["generation"]["max_len_b"] = max_len_b
+    state = {"cfg": container, "model": model.state_dict(),
              "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
                                     "lr_scheduler_state": {}, "num_updates": 1}],
              "extra_state": {}, "last_optimizer_state": None}
@@ -66,7 +70,8 @@ def wmt_data(out: Path) -> Path:
 
 
 def wmt_checkpoint(path: Path, data: Path):
-    return save_checkpoint(path, data, ["--task", "translation", "-s", "en", "-t", "de", "--arch", "tp_transformer_tiny"])
+    return save_checkpoint(path, data, ["--task", "translation", "-s", "en", "-t", "de", "--arch", "tp_transformer_tiny"],
+                           max_len_b=12)
 
 
 def folnet_data(out: Path, corpus: Path) -> Path:

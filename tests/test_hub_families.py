@@ -114,3 +114,23 @@ def test_smn_answer_gives_the_hop_attention_and_the_beta_split(smn, tmp_path):
     f = tmp_path / "one.txt"                        # evaluate qa on the same story, memory 3 from qa_meta.json
     f.write_text("".join(f"{i} {s}\n" for i, s in enumerate(story, 1)) + "5 Where is Mary?\tgarden\t4\n")
     assert evaluate_babi_file(str(smn / "model.pt"), str(f), data=str(smn), predictions=True)["predictions"] == [a.word]
+
+
+def test_the_symbolic_transformer_answers_with_its_beta_split(smn, tmp_path):
+    """A seq2seq QA model: the answer is the decoder's first step, its β split the decoder's."""
+    from nesyseq.evaluations.qa_external import evaluate_babi_file
+
+    h.save_checkpoint(tmp_path / "model.pt", smn, ["--task", "babi_qa", "--arch", "tp_transformer_tiny",
+                                                   "--symbolic-embeddings", "--symbolic-output"],
+                      seed=1, perturb=1.0)
+    for name in ("dict.src.txt", "dict.tgt.txt", "unseen.txt", "qa_meta.json"):
+        (tmp_path / name).write_bytes((smn / name).read_bytes())
+    qa = nesyseq.load(tmp_path / "model.pt", device="cpu")
+    story = ["Mary moved to the kitchen.", "Zoe moved to the garden."]
+    a = qa.answer(story, "Where is Zoe?", details=True)
+    assert a.attention is None and abs(a.beta - 0.5) > 0.01
+    assert a.semantic + a.symbolic == pytest.approx(a.probability, abs=1e-6)
+    f = tmp_path / "one.txt"
+    f.write_text("1 Mary moved to the kitchen.\n2 Zoe moved to the garden.\n3 Where is Zoe?\tgarden\t2\n")
+    assert evaluate_babi_file(str(tmp_path / "model.pt"), str(f), data=str(tmp_path),
+                              predictions=True)["predictions"] == [a.word]
