@@ -20,10 +20,12 @@ FLOORS = [
     ("nesyseq.data_prep",),
     ("nesyseq.plugins",),
     ("nesyseq.user_dir", "nesyseq.evaluations"),
-    ("nesyseq.slurm",),
+    ("nesyseq.slurm", "nesyseq.hub"),
     ("nesyseq.cli",),
 ]
 FLOOR = {pkg: i for i, names in enumerate(FLOORS) for pkg in names}
+# the one import up the floors: the package root's ``nesyseq.load`` hands over to the API, lazily
+FACADES = {("nesyseq", "nesyseq.hub")}
 
 
 def package_dirs():
@@ -102,6 +104,8 @@ def floor_violations(graph):
         top = floor_of(src)
         for dst in sorted(targets):
             other = floor_of(dst)
+            if (src, other) in FACADES:
+                continue
             if other != top and FLOOR[other] >= FLOOR[top]:
                 bad.append(f"{src} (floor {FLOOR[top]}) imports {dst} (floor {FLOOR[other]})")
     return bad
@@ -139,8 +143,8 @@ def cycles(graph):
 
 
 def test_every_installed_package_has_a_floor():
-    # nesyseq.cli and nesyseq.common live inside the nesyseq/ folder: floors of their own
-    assert installed_packages() | {"nesyseq.cli", "nesyseq.common"} == set(FLOOR), (
+    # nesyseq.cli, nesyseq.common and nesyseq.hub live inside the nesyseq/ folder: floors of their own
+    assert installed_packages() | {"nesyseq.cli", "nesyseq.common", "nesyseq.hub"} == set(FLOOR), (
         "put each package of setup.cfg's package_dir on one floor of FLOORS (and docs/architecture.md)")
 
 

@@ -228,7 +228,7 @@ def slot_layer_norm(h_sym: Tensor, slot_mask: Tensor, eps: float = 1e-5) -> Tens
 
 
 def symbolic_output_probs(sem_logits: Tensor, h_sym: Tensor, symbols: ContextSymbols, beta_logit: Tensor,
-                          unseen: Optional[Tensor] = None) -> Tensor:
+                          unseen: Optional[Tensor] = None, parts: Optional[dict] = None) -> Tensor:
     """p = β softmax(B h_sem) + (1−β) B_φ softmax(h_sym), in fp32 (fp64 for fp64 input).
 
     sem_logits (B, T, V) = B h_sem; h_sym (B, T, m); β = sigmoid(beta_logit) (scalar).
@@ -236,7 +236,10 @@ def symbolic_output_probs(sem_logits: Tensor, h_sym: Tensor, symbols: ContextSym
     (as the paper sets their semantic embeddings to zero); their mass otherwise comes
     from the symbolic part.
     Returns probabilities (B, T, V) that sum to 1 over V where the example has a real slot
-    (otherwise the semantic part takes all the mass).
+    (otherwise the semantic part takes all the mass).  ``parts``, when a dict, receives the
+    terms of the sum: ``beta`` (B, 1, 1), the β used per example (1 where the example has no
+    slot), ``semantic`` = softmax(B h_sem) and ``symbolic`` = B_φ softmax(h_sym), each (B, T, V),
+    so that p = beta · semantic + (1 − beta) · symbolic (what ``nesyseq.load(...).answer`` reports).
     """
     logits = sem_logits.to(_at_least_fp32(sem_logits.dtype))
     if unseen is not None and bool(unseen.any()):
@@ -250,6 +253,8 @@ def symbolic_output_probs(sem_logits: Tensor, h_sym: Tensor, symbols: ContextSym
     beta = torch.sigmoid(beta_logit.to(logits.dtype))
     has = symbols.slot_mask.any(-1).view(B, 1, 1)
     beta = torch.where(has, beta, torch.ones_like(beta))
+    if parts is not None:
+        parts.update(beta=beta, semantic=p_sem, symbolic=p_sym)
     return beta * p_sem + (1.0 - beta) * p_sym
 
 

@@ -149,6 +149,7 @@ class MemNetEncoder(FairseqEncoder):
             phi_s, phi_q = torch.full_like(story, -1), torch.full_like(question, -1)
         T = self.temporal_index(real)                                        # (B, S), 0 = most recent sentence
         linear = bool(self.linear_start_on)
+        hops = []                                                            # each hop's attention (B, S)
         u_sem, u_sym = self._sum_words(self.A[0], question.unsqueeze(1), phi_q.unsqueeze(1), m)
         u_sem, u_sym = u_sem.squeeze(1), (u_sym.squeeze(1) if self.symbolic else None)
         for k in range(self.cfg.hops):
@@ -166,6 +167,7 @@ class MemNetEncoder(FairseqEncoder):
             else:
                 attn = torch.softmax(score.float().masked_fill(~real, float("-inf")), -1)
                 attn = torch.nan_to_num(attn, nan=0.0).to(score.dtype)       # (B, S)
+            hops.append(attn)
             u_sem = u_sem + torch.einsum("bs,bsd->bd", attn, c_sem)
             if self.symbolic:
                 u_sym = u_sym + torch.einsum("bs,bsm->bm", attn, c_sym)
@@ -174,11 +176,14 @@ class MemNetEncoder(FairseqEncoder):
         if out_emb.zero_unseen:
             weight = weight.masked_fill(out_emb.unseen.unsqueeze(-1), 0.0)
         logits = (u_sem @ weight.t()).unsqueeze(1)                           # B h_sem, Bᵀ = A^(K)
+        parts = {}                                                           # smn: the β split of p
         if self.symbolic:
-            probs = symbolic_output_probs(logits, u_sym.unsqueeze(1), sym, self.beta_logit)
+            probs = symbolic_output_probs(logits, u_sym.unsqueeze(1), sym, self.beta_logit, parts=parts)
         else:
             probs = torch.softmax(logits.float(), -1)
-        return {"answer_probs": [probs[:, 0]], "symbols": sym}
+        # hop_attention (B, K, S): sentences right-aligned as in split_story (column -1 the most recent)
+        return {"answer_probs": [probs[:, 0]], "symbols": sym, "output_parts": parts,
+                "hop_attention": [torch.stack(hops, 1)]}
 
     def reorder_encoder_out(self, encoder_out, new_order):
         sym = encoder_out["symbols"]

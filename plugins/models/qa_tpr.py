@@ -285,11 +285,13 @@ class TPREncoder(FairseqEncoder):
             logits = logits.masked_fill(self.A.unseen, 0.0)
         if drop is not None:                                                   # so does a dropped word's
             logits = logits.masked_fill(drop, 0.0)
+        parts = {}                                                             # stpr: the β split of p
         if self.symbolic:
-            probs = symbolic_output_probs(logits.unsqueeze(1), h[..., d:].unsqueeze(1), sym, self.beta_logit)
+            probs = symbolic_output_probs(logits.unsqueeze(1), h[..., d:].unsqueeze(1), sym, self.beta_logit,
+                                          parts=parts)
         else:
             probs = torch.softmax(logits.float(), -1).unsqueeze(1)
-        return {"answer_probs": [probs[:, 0]], "symbols": sym}
+        return {"answer_probs": [probs[:, 0]], "symbols": sym, "output_parts": parts}
 
     def reorder_encoder_out(self, encoder_out, new_order):
         sym = encoder_out["symbols"]

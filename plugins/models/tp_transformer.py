@@ -396,7 +396,8 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         if not self.symbolic_output:
             return logits, extra
         # p = β softmax(E^T z) + (1−β) B_φ softmax(s), fp32 probabilities (pointer-generator pattern)
-        return symbolic_output_probs(logits, s, symbols, self.beta_logit), extra
+        extra["output_parts"] = {}                 # the β split of p (nesyseq.load(...).answer reports it)
+        return symbolic_output_probs(logits, s, symbols, self.beta_logit, parts=extra["output_parts"]), extra
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
         """With --symbolic-output the decoder already returns the fp32 mixture p."""
