@@ -30,7 +30,7 @@ from torch import nn
 from nesyseq.plugins.layers.entity_dropout import EntityDropout, EntityDropoutConfig
 from nesyseq.plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      slot_layer_norm, symbolic_output_probs)
-from nesyseq.plugins.models.config_defaults import GroupedConfig, as_grouped, fill_missing_fields
+from nesyseq.plugins.models.config_defaults import GroupedConfig, preset
 from nesyseq.plugins.models.qa_common import QAModel, split_story
 
 logger = logging.getLogger(__name__)
@@ -302,10 +302,7 @@ class TPREncoder(FairseqEncoder):
 
 class _TPRModel(QAModel):
     encoder_class = TPREncoder
-
-    @classmethod
-    def build_model(cls, cfg, task):
-        return super().build_model(as_grouped(cfg, TPRConfig), task)
+    config_class = TPRConfig
 
     def entity_dropout_rate(self) -> float:
         return self.encoder.entity_dropout_rate()
@@ -327,8 +324,8 @@ class SymbolicTPRModel(_TPRModel):
 @register_model_architecture("tpr_rnn", "tpr_rnn_babi")
 def tpr_rnn_babi(cfg):
     """TPR-RNN-Torch configs/config_1.json:3-6: E = 90, hidden 40, R = 20.  Its word embedding
-    width is the vocabulary size (train.py:60); ours is --embed-dim (default 32)."""
-    fill_missing_fields(cfg, TPRConfig)   # the TPRConfig defaults are these sizes
+    width is the vocabulary size (train.py:60); ours is --embed-dim (default 32).  These sizes
+    are the TPRConfig defaults."""
 
 
 @register_model_architecture("stpr", "stpr_babi")
@@ -339,10 +336,7 @@ def stpr_babi(cfg):
 @register_model_architecture("tpr_rnn", "tpr_rnn_small")
 def tpr_rnn_small(cfg):
     """The paper's small variant: d = 20 with dropout 0.5."""
-    cfg.embed_dim = 20
-    cfg.hidden_dim = 20
-    cfg.dropout = 0.5
-    fill_missing_fields(cfg, TPRConfig)
+    preset(cfg, embed_dim=20, hidden_dim=20, dropout=0.5)
 
 
 @register_model_architecture("stpr", "stpr_small")

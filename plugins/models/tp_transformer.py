@@ -48,8 +48,7 @@ from nesyseq.plugins.layers.entity_dropout import EntityDropout, EntityDropoutCo
 from nesyseq.plugins.layers.relative_position import RelativePositionBias
 from nesyseq.plugins.layers.tp_attention import TPMultiheadAttention
 from nesyseq.plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
-from nesyseq.plugins.models.config_defaults import (GroupedConfig, SymbolicConfig, as_grouped, fill_missing_fields,
-                                            is_symbolic, set_default)
+from nesyseq.plugins.models.config_defaults import GroupedConfig, SymbolicConfig, is_symbolic, model_config, preset
 from nesyseq.plugins.torch_compile import CompileConfig, call_eager, maybe_compile
 
 ROLE_INIT_CHOICES = ChoiceEnum(["xavier", "default"])
@@ -425,7 +424,7 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, cfg, task):
-        cfg = as_grouped(cfg, TPTransformerConfig)
+        cfg = model_config(cfg, TPTransformerConfig)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         max_pos = max(cfg.max_source_positions, cfg.max_target_positions) + 2
 
@@ -484,41 +483,20 @@ def without_roles(args):
     args.no_embedding_role = True
 
 
-def tp_transformer_base(args):
-    """Paper sizes; also the dataclass defaults of arch ``tp_transformer``."""
-    set_default(args, "encoder_embed_dim", 512)
-    set_default(args, "encoder_ffn_embed_dim", 2048)
-    set_default(args, "encoder_attention_heads", 8)
-    set_default(args, "encoder_layers", 6)
-    set_default(args, "decoder_layers", 6)
-    set_default(args, "dropout", 0.0)
-    set_default(args, "attention_dropout", 0.0)
-    set_default(args, "activation_dropout", 0.0)
-    set_default(args, "no_role_binding", False)
-    set_default(args, "no_embedding_role", False)
-    set_default(args, "untie_embeddings", False)
-    fill_missing_fields(args, TPTransformerConfig)   # argparse-era checkpoints, older scripts
-
-
 @register_model_architecture("tp_transformer", "tp_transformer_math")
 def tp_transformer_math(args):
-    tp_transformer_base(args)
+    """The paper's sizes: the dataclass defaults."""
 
 
 @register_model_architecture("tp_transformer", "transformer_math")
 def transformer_math(args):
     without_roles(args)
-    tp_transformer_base(args)
 
 
 @register_model_architecture("tp_transformer", "tp_transformer_tiny")
 def tp_transformer_tiny(args):
-    set_default(args, "encoder_embed_dim", 64)
-    set_default(args, "encoder_ffn_embed_dim", 256)
-    set_default(args, "encoder_attention_heads", 4)
-    set_default(args, "encoder_layers", 2)
-    set_default(args, "decoder_layers", 2)
-    tp_transformer_base(args)
+    preset(args, encoder_embed_dim=64, encoder_ffn_embed_dim=256, encoder_attention_heads=4, encoder_layers=2,
+           decoder_layers=2)
 
 
 @register_model_architecture("tp_transformer", "transformer_math_tiny")
@@ -534,11 +512,11 @@ def transformer_math_tiny(args):
 # joined character dictionary the counts differ by < 0.1% (tests/test_tp_transformer.py checks 2%).
 @register_model_architecture("tp_transformer", "transformer_math_wide")
 def transformer_math_wide(args):
-    set_default(args, "encoder_ffn_embed_dim", 2454)   # 49.18M vs tp_transformer_math's 49.18M
+    preset(args, encoder_ffn_embed_dim=2454)   # 49.18M vs tp_transformer_math's 49.18M
     transformer_math(args)
 
 
 @register_model_architecture("tp_transformer", "transformer_math_tiny_wide")
 def transformer_math_tiny_wide(args):
-    set_default(args, "encoder_ffn_embed_dim", 312)    # 0.2675M vs tp_transformer_tiny's 0.2677M
+    preset(args, encoder_ffn_embed_dim=312)    # 0.2675M vs tp_transformer_tiny's 0.2677M
     transformer_math_tiny(args)
