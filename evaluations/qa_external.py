@@ -1,4 +1,4 @@
-"""Evaluate a trained babi_qa checkpoint on a bAbI-format file it never saw (issue 23 part 4).
+"""Evaluate a trained babi_qa checkpoint on a bAbI-format file it never saw.
 
     nesyseq evaluate qa --checkpoint CKPT --babi-file FILE.txt [--babi-file ...] [--data BIN] [--out DIR]
 

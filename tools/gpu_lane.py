@@ -17,7 +17,7 @@
                     tpru
           bench     benchmarks/bench_trans.py (Triton trans kernels vs eager), a small sweep;
                     benchmarks/bench_qa_split.py (the QA models' updates/s with the vectorised
-                    split_story against the row-by-row one, issue 23 part 5)
+                    split_story against the row-by-row one)
         and write a dated summary, docs/gpu_runs/<UTC date>_<gpu>.md (GPU, versions, pass
         counts, the smoke runs' figures, the benchmarks' tables), atomically.  ``--dry-run`` prints the commands and
         runs nothing.
@@ -229,7 +229,7 @@ def _bench_trans(py, work, families, device, tests) -> List[Step]:
 
 
 def _bench_qa(py, work, families, device, tests) -> List[Step]:
-    # bAbI-shaped batches of 32 (the runs of docs/qa.md), on the lane's device (issue 23 part 5)
+    # bAbI-shaped batches of 32 (the runs of docs/qa.md), on the lane's device
     return [Step("bench:qa_split", [py, str(REPO / "benchmarks" / "bench_qa_split.py"), "--device", device,
                                     "--updates", "50", "--repeats", "3",
                                     "--markdown", str(work / "bench_qa_split.md")], 600, "bench", str(REPO))]

@@ -106,7 +106,7 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
 
 def _embedding(num: int, dim: int, padding_idx: int) -> nn.Embedding:
     """folnet_embedding's init (N(0, 1/D1), zero pad row) in an embedding that can zero unseen words."""
-    init = folnet_embedding(num, dim, padding_idx).weight.data   # the same random draws as before
+    init = folnet_embedding(num, dim, padding_idx).weight.data   # the same random draws as folnet_embedding's
     return UnseenZeroEmbedding(num, dim, padding_idx=padding_idx, _weight=init)
 
 

@@ -11,7 +11,7 @@
 Shapes follow the reference code, F[b, entity, role, entity] (TPR-RNN-Torch tpr_rnn.py:85)
 and the read-out contracts the question's *entity* vector with F's first and its *role*
 vector with F's second axis (tpr_rnn.py:138-140) where eq. 11-12 write n ∈ ℝ^R first: the
-two dimensions are swapped relative to the paper's notation (issue 11).  Z is a trained
+two dimensions are swapped relative to the paper's notation.  Z is a trained
 parameter (TPR-RNN-Torch reads it through ``.data``, tpr_rnn.py:143, so never trains it; we do).
 
 stpr: entities, roles and intermediate vectors live in ℝ^{d+m} (F is (d+m)³); its MLPs use

@@ -58,7 +58,7 @@ ROLE_INIT_CHOICES = ChoiceEnum(["xavier", "default"])
 class TPSymbolicConfig(SymbolicConfig):
     symbolic_score_init: float = field(
         default=1.0, metadata={"help": "init of λ_q, the weight of the symbolic score term s_tᵀ(λ_q I + "
-                                       "γ_q 11ᵀ)s_i in every attention (ours; 1 = the earlier init)"})
+                                       "γ_q 11ᵀ)s_i in every attention (ours; 1: the plain dot product s_tᵀs_i)"})
 
 
 @dataclass
