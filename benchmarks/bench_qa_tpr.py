@@ -1,8 +1,8 @@
 """tpr_rnn / stpr forward+backward with the factored TPR memory against the dense one, same process.
 
 The model keeps F = Σ_n P_n ⊗ Q_n ⊗ U_n as rank-one terms (``_FactoredTPR``); the baseline is the
-dense (B, E, R, E) tensor updated with eqs. 35/37/39 each sentence (``qa_tpr.DenseTPR``, the code
-before the change).  Both run the same random bAbI-shaped batch (S sentences of W words, a question),
+dense (B, E, R, E) tensor updated with eqs. 35/37/39 each sentence (``DenseTPR`` of
+tests/test_qa_tpr.py, where it is the test's reference).  Both run the same random bAbI-shaped batch (S sentences of W words, a question),
 alternating, best of ``--repeats``; the script prints seconds and the dense/factored ratio, and
 checks the two give the same probabilities.
 
@@ -19,6 +19,7 @@ from fairseq.data import Dictionary
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import Stopwatch  # noqa: E402
 import nesyseq.plugins.models.qa_tpr as qt  # noqa: E402
+from tests.test_qa_tpr import DenseTPR  # noqa: E402
 
 
 class _Task:
@@ -73,7 +74,7 @@ def main(argv=None):
         best = {"dense": float("inf"), "factored": float("inf")}
         probs = {}
         for _ in range(a.repeats):
-            for kind, mem in (("dense", qt.DenseTPR), ("factored", qt._FactoredTPR)):
+            for kind, mem in (("dense", DenseTPR), ("factored", qt._FactoredTPR)):
                 saved, qt._FactoredTPR = qt._FactoredTPR, mem
                 try:
                     t, probs[kind] = step(model, src, prev)

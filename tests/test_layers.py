@@ -190,9 +190,9 @@ def test_imports_are_read_from_the_source(tmp_path, source, expected):
 ROOMS = {"register_model": "models", "register_model_architecture": "models", "register_task": "tasks",
          "register_criterion": "criterions", "register_optimizer": "optim",
          "register_lr_scheduler": "lr_scheduler", "register_bpe": "encoders", "register_tokenizer": "encoders"}
-# the registry kinds, plus converters (commands, never imported by fairseq) and patches (the
-# fixes of fairseq bugs that user_dir applies)
-PLUGIN_KINDS = {"models", "layers", "tasks", "criterions", "optim", "lr_scheduler", "encoders", "converters",
+# the registry kinds, plus data (the datasets tasks build), converters (commands, never imported by
+# fairseq) and patches (the fixes of fairseq bugs that user_dir applies)
+PLUGIN_KINDS = {"models", "layers", "tasks", "criterions", "optim", "lr_scheduler", "encoders", "data", "converters",
                 "patches"}
 
 

@@ -128,23 +128,6 @@ class _FactoredTPR:
             self.P, self.Q, self.U = (torch.cat([old, x], 1) for old, x in zip((self.P, self.Q, self.U), new))
 
 
-class DenseTPR:
-    """F held densely, F ← F + Σ_k e_k ⊗ r_k ⊗ f_k: the formula as written, kept as the
-    reference and benchmark baseline for ``_FactoredTPR`` (same ``read`` / ``write``)."""
-
-    def __init__(self):
-        self.F = None
-
-    def read(self, a, b):
-        if self.F is None:
-            return torch.zeros_like(a)
-        return torch.einsum("be,br,berf->bf", a, b, self.F)
-
-    def write(self, es, rs, fs):
-        dF = sum(torch.einsum("be,br,bf->berf", e, r, f) for e, r, f in zip(es, rs, fs))
-        self.F = dF if self.F is None else self.F + dF
-
-
 class TPREncoder(FairseqEncoder):
     # the MLPs that read a sentence embedding, in the row order of ``sym_pos_roles``
     ROLES = ("story_e1", "story_e2", "story_r1", "story_r2", "story_r3", "q_e", "q_r1", "q_r2", "q_r3")
