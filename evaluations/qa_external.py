@@ -155,8 +155,8 @@ def evaluate_babi_file(ckpt: str, babi_file: str, data: Optional[str] = None, me
 
 
 def external_table(results: List[Dict]) -> str:
-    """One row per file: error % (mean ± population std over the checkpoints, as ``evaluate qa
-    --run`` aggregates seeds), each checkpoint's error, and the unseen-word counts (the first checkpoint's
+    """One row per file: error % (mean ± population std over the checkpoints, as ``evaluate qa``
+    aggregates seeds), each checkpoint's error, and the unseen-word counts (the first checkpoint's
     dictionary; checkpoints trained on the same data share it)."""
     agg = aggregate([{"file": r["file"], "error": r["error"]} for r in results], ["file"])
     lines = ["| file | questions | error % | per checkpoint | unseen types | unseen tokens |",

@@ -20,7 +20,7 @@ Interpolations available besides the yaml's own keys: ``run_dir`` (absolute),
 for each ``--array`` member, all in the stage's one job array: the member's folder gets a
 subfolder ``KEY=VALUE`` and KEY reads as that one value inside the job.  An armed stage reads an
 armed stage before it through ``${array_suffix}${arm_suffix}``; a later stage without arms sees
-KEY's whole list (``nesyseq evaluate qa``'s ``arms=`` and ``{arm}`` in ``ckpt=`` read every arm).
+KEY's whole list (``nesyseq choose-arm --arms ${KEY}`` reads every arm).
 
 Commands are argv lists, never shell strings: every value reaches the program as one argument,
 whatever it contains.  A list inside an argv (an interpolated list key, e.g. ``"${recipes.${recipe}}"``

@@ -147,7 +147,7 @@ def test_stpr_default_init_starts_in_the_stable_regime(monkeypatch):
 
 
 def test_evaluate_beta_diagnostic_fixes_the_mixture():
-    """evaluate qa's beta= diagnostic: β = 0 leaves only the symbolic part (no mass outside the
+    """evaluate qa's --beta diagnostic: β = 0 leaves only the symbolic part (no mass outside the
     context), β = 1 only the semantic softmax; bad values and models without β are errors."""
     from nesyseq.evaluations.qa_eval import _fix_beta
     from nesyseq.common.errors import UserError
