@@ -159,7 +159,7 @@ def op_breakdown(cfg, T, batch, device, repeats, dtype=torch.float32):
         "prod (p)": lambda: ops["p"](u1n, u2n, ok, dense=dense),
         "trans (t)": lambda: ops["t"](u2n, ops["t"].rows(u2n), mask.trans, writer=writer_t, dense=dense),
     }
-    ffn1 = BoolFFN(d1, cfg.folnet_ffn_unary, 0.0).to(device, dtype)
+    ffn1 = BoolFFN(d1, cfg.folnet_ffn_unary).to(device, dtype)
     ffn2 = BinaryBool(d2, cfg.folnet_ffn_binary).to(device, dtype)
     calls["bool FFN unary"] = lambda: ffn1(u1n)
     calls["bool FFN binary"] = lambda: ffn2(u2n, u2n.transpose(1, 2))  # (the layer also fuses its residual in)

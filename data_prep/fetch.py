@@ -3,6 +3,7 @@
     nesyseq fetch --list                      # every dataset: version, URL, sha256
     nesyseq fetch babi --out data/babi        # -> data/babi/tasks_1-20_v1-2/en-10k/qa2_..._train.txt
     nesyseq fetch babi --out data/babi --from ~/Downloads/tasks_1-20_v1-2.tar.gz
+    nesyseq fetch babi --out data/babi --from ~/babi/en-10k     # an unpacked copy, or only some tasks' files
 
 Each file is downloaded to a temporary name inside ``--out``, its sha256 computed while it is
 written and compared with the table below; only a matching file is used (a URL that fails or
@@ -13,6 +14,12 @@ file is renamed into place.  A mismatch, a failed download or a bad archive is o
 file (and, for a mismatch, both checksums) and leaves nothing behind in ``--out``.  ``--from FILE``
 verifies a copy obtained another way (matched to the table by its file name; for a one-file
 dataset any name) and extracts it the same way; files not given with ``--from`` are downloaded.
+``--from DIR`` gives every file of the table that DIR holds by name (or DIR/data/, a repository's
+layout: the entailment files, WMT's archives).  For bAbI, ``--from DIR`` may also be an unpacked
+copy: the folder holding ``tasks_1-20_v1-2/``, that folder, one set's folder (``en-10k``), or a
+folder holding only some tasks' files; they are copied to ``OUT/tasks_1-20_v1-2/SET/``, each file
+whose md5 docs/qa.md publishes checked against it (a mismatch writes nothing), the md5 of every
+file recorded.
 Where no published checksum was found the table says ``unknown``: the sha256 computed is printed
 and the file is refused unless ``--accept-checksum`` is given.  ``OUT/fetch_NAME.json`` records
 what was fetched (URL or local file, sha256, size); a dataset already fetched into ``--out``
@@ -214,8 +221,12 @@ def fetch(name: str, out, from_files: Sequence[str] = (), accept_checksum: bool 
         raise UserError(f"fetch {name}: no such dataset (known: {', '.join(sorted(table))})")
     ds = table[name]
     out = Path(out).resolve()
-    local = _match_from(ds, from_files)
+    local, folders = _match_from(ds, from_files)
     record_file = _record_path(out, name)
+    if folders:
+        if local:
+            raise UserError(f"--from: give the {ds.sources[0].name} archive or unpacked folders, not both")
+        return _fetch_babi_folders(ds, folders, out, record_file)
     if record_file.is_file():
         old = json.loads(record_file.read_text())
         if all(old.get("files", {}).get(s.name, {}).get("sha256") not in (None, "") and
@@ -258,19 +269,121 @@ def fetch(name: str, out, from_files: Sequence[str] = (), accept_checksum: bool 
     return record_file
 
 
-def _match_from(ds: Dataset, from_files: Sequence[str]) -> Dict[str, str]:
-    local = {}
-    for f in from_files or ():
-        if not Path(f).is_file():
-            raise UserError(f"--from {f}: no such file")
-        names = [s.name for s in ds.sources]
-        key = names[0] if len(names) == 1 else Path(f).name
-        if key not in names:
-            raise UserError(f"--from {f}: {ds.name} has no file named {Path(f).name} (its files: {', '.join(names)})")
+def _match_from(ds: Dataset, from_files: Sequence[str]) -> Tuple[Dict[str, str], List[Path]]:
+    """({source name: local file}, [unpacked bAbI folders]) of the ``--from`` arguments.  A folder
+    gives each of the dataset's files it holds by name (also under ``data/``, a repository's
+    layout); for bAbI a folder without the archive is an unpacked copy (:func:`_babi_folder_files`)."""
+    local: Dict[str, str] = {}
+    folders: List[Path] = []
+    names = [s.name for s in ds.sources]
+
+    def take(key, path, given):
         if key in local:
-            raise UserError(f"--from {f}: {key} given twice")
-        local[key] = f
-    return local
+            raise UserError(f"--from {given}: {key} given twice")
+        local[key] = str(path)
+
+    for f in from_files or ():
+        p = Path(f)
+        if p.is_dir():
+            hits = {}
+            for n in names:
+                for cand in (p / n, p / "data" / n):
+                    if cand.is_file() and n not in hits:
+                        hits[n] = cand
+            if hits:
+                for n, cand in hits.items():
+                    take(n, cand, f)
+            elif ds.name == "babi":
+                folders.append(p)
+            else:
+                raise UserError(f"--from {f}: holds none of {ds.name}'s files ({', '.join(names)})")
+            continue
+        if not p.is_file():
+            raise UserError(f"--from {f}: no such file or folder")
+        key = names[0] if len(names) == 1 else p.name
+        if key not in names:
+            raise UserError(f"--from {f}: {ds.name} has no file named {p.name} (its files: {', '.join(names)})")
+        take(key, f, f)
+    return local, folders
+
+
+def _babi_folder_files(folder: Path) -> Dict[str, Path]:
+    """{SET/FILE: path} of the bAbI files of an unpacked copy: the folder holding
+    ``tasks_1-20_v1-2/``, that folder itself, or one set's folder.  A folder of task files not named
+    after a set is taken as ``en-10k`` only when one of its files has en-10k's published md5."""
+    from nesyseq.data_prep.qa_source import RELEASE, RELEASE_MD5, SETS, _names_of_babi_files
+
+    root = folder / RELEASE if (folder / RELEASE).is_dir() else folder
+    pairs = [(s, root / s) for s in SETS if (root / s).is_dir()]
+    if not pairs:
+        if not _names_of_babi_files(os.listdir(folder)):
+            raise UserError(f"--from {folder}: no bAbI files (qa{{N}}_*_{{train,test}}.txt), no {RELEASE}/ folder "
+                            f"and no set folder ({', '.join(SETS)})")
+        if folder.name in SETS:
+            pairs = [(folder.name, folder)]
+        elif any(RELEASE_MD5.get(f"en-10k/{n}") == hashlib.md5((folder / n).read_bytes()).hexdigest()
+                 for n in os.listdir(folder) if f"en-10k/{n}" in RELEASE_MD5):
+            pairs = [("en-10k", folder)]
+        else:
+            raise UserError(f"--from {folder}: which set of the bAbI release are its files? None has a published md5, "
+                            f"so put them in a folder named after their set ({', '.join(SETS)})")
+    files = {}
+    for set_name, d in pairs:
+        for n in sorted(os.listdir(d)):
+            if _names_of_babi_files([n]) and (d / n).is_file():
+                files[f"{set_name}/{n}"] = d / n
+    if not files:
+        raise UserError(f"--from {folder}: no bAbI files in {', '.join(str(d) for _, d in pairs)}")
+    return files
+
+
+def _fetch_babi_folders(ds: Dataset, folders: List[Path], out: Path, record_file: Path) -> Path:
+    """Unpacked bAbI copies into ``OUT/tasks_1-20_v1-2/SET/``, each file with a published md5
+    checked (a mismatch refuses them all: nothing written).  A file already there with the same
+    bytes is kept; one with other bytes is refused.  The record lists every file and its md5."""
+    from nesyseq.common.atomic import atomic_write_bytes, atomic_write_text
+    from nesyseq.data_prep.qa_source import RELEASE, BabiFile, md5_check
+
+    files: Dict[str, Tuple[Path, bytes, dict]] = {}
+    for folder in folders:
+        for rel, path in _babi_folder_files(folder).items():
+            data = path.read_bytes()
+            check = md5_check(BabiFile(0, "", str(path), rel, data), strict=True)
+            if rel in files and files[rel][1] != data:
+                raise UserError(f"--from: {rel} given twice with different contents ({files[rel][0]}, {path})")
+            files[rel] = (path, data, check)
+    todo = []
+    for rel, (path, data, _) in files.items():
+        dest = out / RELEASE / rel
+        if dest.exists():
+            if not dest.is_file() or dest.read_bytes() != data:
+                raise UserError(f"{dest} exists already with other contents than {path}; remove it or choose "
+                                "another --out (nothing written)")
+            continue
+        todo.append((dest, data))
+    for dest, data in todo:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(dest, data)
+    old = {}
+    if record_file.is_file():
+        try:
+            old = json.loads(record_file.read_text()).get("files", {})
+        except ValueError:
+            old = {}
+    record = {"dataset": ds.name, "version": ds.version, "homepage": ds.homepage, "licence": ds.licence,
+              "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "from_folders": [str(f.resolve()) for f in folders],
+              "files": dict(old, **{f"{RELEASE}/{rel}": {"source": str(path.resolve()), "md5": c["md5"],
+                                                          "published_md5": c["published_md5"]}
+                                    for rel, (path, _, c) in files.items()})}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(record_file, json.dumps(record, indent=1) + "\n")
+    verified = sum(1 for *_, c in files.values() if c["verified"])
+    sets = sorted({rel.split("/")[0] for rel in files})
+    print(f"{len(files)} bAbI files ({len(todo)} new) in {', '.join(str(out / RELEASE / s) for s in sets)}: "
+          f"{verified} checked against their published md5, {len(files) - verified} without one (md5 recorded "
+          f"in {record_file.name})")
+    return record_file
 
 
 def listing(datasets: Optional[Dict[str, Dataset]] = None) -> str:
@@ -288,8 +401,10 @@ def listing(datasets: Optional[Dict[str, Dataset]] = None) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", nargs="?", help=f"the dataset: {', '.join(DATASETS)}")
     parser.add_argument("--out", metavar="DIR", help="where the files go")
-    parser.add_argument("--from", dest="from_files", action="append", default=[], metavar="FILE",
-                        help="a copy obtained another way: verified by its sha256, then extracted (repeatable)")
+    parser.add_argument("--from", dest="from_files", action="append", default=[], metavar="FILE|DIR",
+                        help="a copy obtained another way: verified by its sha256, then extracted (repeatable); "
+                             "a folder gives the files it holds by name, and for babi may be an unpacked copy "
+                             "(the whole release, one set's folder, or only some tasks' files)")
     parser.add_argument("--accept-checksum", action="store_true",
                         help="use a file whose table entry has no published sha256 (the one computed is printed)")
     parser.add_argument("--list", action="store_true", help="print every dataset's version, URLs and sha256")

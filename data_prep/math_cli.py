@@ -60,13 +60,18 @@ def run(args) -> int:
         return 0
     if not args.out:
         raise UserError("--out DIR is required (or --list-modules)")
-    from nesyseq.data_prep.math_pipeline import prepare_math
+    from nesyseq.common.out_folder import FolderLock, check_out_path
+    from nesyseq.data_prep.math_pipeline import check_options, prepare_math
 
-    bin_dir = prepare_math(args.out, modules=args.modules, per_module=args.per_module,
-                           test_per_module=args.test_per_module, seed=args.seed, workers=args.workers,
-                           valid_fraction=args.valid_fraction, progress=not args.no_progress,
-                           raw_dir=args.raw_dir, preprocess_only=args.preprocess_only,
-                           force_preprocess=args.preprocess_only, srcdict=args.dict)
+    check_out_path(args.out)
+    check_options(args.out, args.modules, args.per_module, args.test_per_module, args.workers,
+                  args.valid_fraction, args.raw_dir, args.preprocess_only, args.dict)
+    with FolderLock(args.out, "nesyseq prepare math"):   # one run at a time writes into --out
+        bin_dir = prepare_math(args.out, modules=args.modules, per_module=args.per_module,
+                               test_per_module=args.test_per_module, seed=args.seed, workers=args.workers,
+                               valid_fraction=args.valid_fraction, progress=not args.no_progress,
+                               raw_dir=args.raw_dir, preprocess_only=args.preprocess_only,
+                               force_preprocess=args.preprocess_only, srcdict=args.dict)
     _print_summary(bin_dir)
     print(bin_dir)
     return 0

@@ -38,7 +38,7 @@ def apply_aliases() -> None:
     package = sys.modules["sympy.solvers.diophantine"]
     if not hasattr(package, "base_solution_linear"):
         impl = importlib.import_module("sympy.solvers.diophantine.diophantine")
-        package.base_solution_linear = impl.base_solution_linear
+        setattr(package, "base_solution_linear", impl.base_solution_linear)  # the name sympy < 1.7 exported
 
 
 def load_generator():

@@ -328,13 +328,16 @@ def plan_jobs(raw_dir, train_modules: Iterable[str], extrapolate_modules: Iterab
 
 
 def _remove_stale_tmp(raw_dir: str) -> int:
+    """Remove the ``.tmp-PID…`` files of runs that are gone (never those of a live process)."""
+    from nesyseq.common.out_folder import is_stale
+
     n = 0
     for split in SPLITS:
         d = os.path.join(raw_dir, split)
         if not os.path.isdir(d):
             continue
         for name in os.listdir(d):
-            if ".tmp-" in name:
+            if ".tmp-" in name and is_stale(name):
                 os.remove(os.path.join(d, name))
                 n += 1
     return n
@@ -346,8 +349,9 @@ def default_test_per_module(per_module: int) -> int:
 
 def generate_math(raw_dir, modules: str = "*", per_module: int = 300,
                   test_per_module: Optional[int] = None, seed: int = 0, workers: int = 1,
-                  progress: bool = True) -> dict:
-    """Generate (or complete) ``raw_dir/<split>/<module>.txt`` for the selected modules.
+                  progress: bool = True, before_changes=None) -> dict:
+    """Generate (or complete) ``raw_dir/<split>/<module>.txt`` for the selected modules;
+    ``before_changes()`` is called once before the first file is (re)written, if any is.
 
     Returns ``{"generated": [...], "skipped": [...], "train_modules": [...],
     "extrapolate_modules": [...]}`` with ``"split/module"`` entries.
@@ -368,6 +372,8 @@ def generate_math(raw_dir, modules: str = "*", per_module: int = 300,
     done = [f"{j.split}/{j.module}" for j in jobs if j not in todo]
     generated = []
     if todo:
+        if before_changes is not None:
+            before_changes()
         generated = _run_jobs(todo, workers, int(seed), progress)
     return {"generated": generated, "skipped": done, "train_modules": train_modules,
             "extrapolate_modules": extrapolate_modules, "per_module": int(per_module),

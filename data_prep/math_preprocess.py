@@ -228,8 +228,7 @@ def _fingerprint(selected: Dict[str, Dict[str, str]], seed: int, valid_fraction:
     blob = {"files": items, "seed": int(seed), "valid_fraction": float(valid_fraction), "format": FORMAT_VERSION}
     if srcdict is not None:   # a given dictionary: its content is part of what the binaries mean
         blob["dict"] = hashlib.sha256(pathlib.Path(srcdict).read_bytes()).hexdigest()
-    blob = json.dumps(blob, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
 
 
 def is_up_to_date(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
@@ -301,8 +300,11 @@ def preprocess_math(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
         raise _user_error(f"--dict {srcdict}: no such file")
     fingerprint = _fingerprint(selected, seed, valid_fraction, srcdict)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob("*.tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    from nesyseq.common.out_folder import is_stale
+
+    for stale in out_dir.glob("*.tmp-*"):   # an interrupted run's; never a live run's
+        if is_stale(stale.name):
+            shutil.rmtree(stale, ignore_errors=True)
     text_tmp = out_dir / f"text.tmp-{os.getpid()}"
     bin_tmp = out_dir / f"bin.tmp-{os.getpid()}"
     text_tmp.mkdir()
@@ -400,7 +402,7 @@ def preprocess_math(out_dir, raw_dir=None, modules: str = "*", seed: int = 0,
             raise _user_error(f"{raw_dir}/interpolate: no test examples for the selected modules")
         fairseq_preprocess(bin_tmp, text_tmp / "train", text_tmp / "valid", [text_tmp / t for t in test_subsets],
                            srcdict=None if srcdict is None else pathlib.Path(srcdict).resolve(),
-                           workers=workers if train_w.count > 20_000 else 1, verbose=progress)
+                           workers=workers if train_w.count > 20_000 else 1)   # our bar, not its INFO lines
         from fairseq.data import Dictionary
 
         vocab = Dictionary.load(str(bin_tmp / "dict.src.txt"))

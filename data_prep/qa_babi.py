@@ -34,6 +34,9 @@ SENTENCE_END = "."   # token that closes every story sentence in the flat source
 QUESTION_END = "?"   # token that closes the question
 
 _TOKEN = re.compile(r"[^\s.?!]+")
+# control characters (NUL, ESC, DEL, C1 ...; the tab is the format's separator): never passed on silently
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+MAX_POSITIONS = 1024   # fairseq's --max-source-positions default, which the babi_qa task keeps
 
 
 def tokenize(text: str) -> List[str]:
@@ -62,8 +65,9 @@ class QAExample:
 
 
 def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
-                     memory_size: Optional[int] = 50) -> List[QAExample]:
-    """Parse bAbI lines into examples; ``memory_size`` None keeps the whole story."""
+                     memory_size: Optional[int] = 50, max_tokens: Optional[int] = None) -> List[QAExample]:
+    """Parse bAbI lines into examples; ``memory_size`` None keeps the whole story.  A line with a
+    control character, or (``max_tokens``) with more tokens than that, is an error naming it."""
     if memory_size is not None and memory_size < 1:
         raise UserError(f"memory size must be >= 1, got {memory_size}")
     examples: List[QAExample] = []
@@ -75,6 +79,10 @@ def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
         line = raw.rstrip("\n").rstrip("\r")
         if not line.strip():
             continue
+        bad = _CONTROL.search(line)
+        if bad:
+            raise UserError(f"{where}: control character U+{ord(bad.group()):04X} at column {bad.start() + 1} "
+                            "(a NUL byte or another invisible character)")
         head, _, rest = line.partition(" ")
         if not head.isdigit() or not rest.strip():
             raise UserError(f"{where}: expected 'ID text', got {line[:60]!r}")
@@ -90,6 +98,7 @@ def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
             if len(parts) < 2 or not parts[1].strip():
                 raise UserError(f"{where}: question line without an answer after the tab")
             question = tokenize(parts[0])
+            _check_length(question, where, max_tokens)
             answer = parts[1].strip().lower()
             if not question:
                 raise UserError(f"{where}: empty question")
@@ -117,9 +126,17 @@ def parse_babi_lines(lines: Iterable[str], path: str = "<string>",
             toks = tokenize(rest)
             if not toks:
                 raise UserError(f"{where}: empty sentence")
+            _check_length(toks, where, max_tokens)
             story.append((line_id, toks))
         seen_ids.add(line_id)
     return examples
+
+
+def _check_length(tokens: List[str], where: str, max_tokens: Optional[int]) -> None:
+    """One line (its tokens and the closing ``.`` or ``?``) must fit the model's positions."""
+    if max_tokens is not None and len(tokens) + 1 > max_tokens:
+        raise UserError(f"{where}: {len(tokens) + 1} tokens in one line, more than the model's {max_tokens} "
+                        "positions (--max-positions); a line this long is no bAbI sentence")
 
 
 def read_babi_lines(path: str) -> List[str]:
@@ -134,40 +151,85 @@ def read_babi_lines(path: str) -> List[str]:
         raise UserError(f"{path}: no such file") from None
 
 
-def parse_babi_file(path: str, memory_size: Optional[int] = 50) -> List[QAExample]:
-    return parse_babi_lines(read_babi_lines(path), path, memory_size)
+def parse_babi_file(path: str, memory_size: Optional[int] = 50, max_tokens: Optional[int] = None) -> List[QAExample]:
+    return parse_babi_lines(read_babi_lines(path), path, memory_size, max_tokens)
 
 
 _SCHEME_1K = re.compile(r"^qa(\d+)_([A-Za-z0-9-]+)_(train|test)\.txt$")
 _SCHEME_VALID = re.compile(r"^qa(\d+)_(train|valid|test)\.txt$")
 
 
-def discover_tasks(folder: str) -> Dict[int, Dict[str, str]]:
+def discover_tasks(folder: str, tasks: Optional[Iterable] = None) -> Dict[int, Dict[str, str]]:
     """Map task number -> {split: path} for both naming schemes in ``folder``.
 
     ``qa{N}_<name>_{train,test}.txt`` gives train/test (valid is held out later);
-    ``qa{N}_{train,valid,test}.txt`` gives all three.  A task without train or test,
-    or a task present under both schemes, is an error naming the files.
+    ``qa{N}_{train,valid,test}.txt`` gives all three.  With ``tasks`` only those tasks are
+    read and checked (a folder may hold just them, or other tasks' files in any state); each
+    must have its train and test file, else a one-line error names the missing file.
+    Without, every task found must have both.  A task present under both naming schemes is an
+    error naming the files.
     """
     if not os.path.isdir(folder):
         raise UserError(f"{folder}: not a directory")
-    tasks: Dict[int, Dict[str, str]] = {}
+    found = group_task_files(sorted(os.listdir(folder)), folder, tasks)
+    return {t: {split: os.path.join(folder, name) for split, name in splits.items()}
+            for t, splits in found.items()}
+
+
+# the file titles of the released tasks (tasks_1-20_v1-2): qa{N}_{title}_{train,test}.txt
+BABI_TITLES = {1: "single-supporting-fact", 2: "two-supporting-facts", 3: "three-supporting-facts",
+               4: "two-arg-relations", 5: "three-arg-relations", 6: "yes-no-questions", 7: "counting",
+               8: "lists-sets", 9: "simple-negation", 10: "indefinite-knowledge", 11: "basic-coreference",
+               12: "conjunction", 13: "compound-coreference", 14: "time-reasoning", 15: "basic-deduction",
+               16: "basic-induction", 17: "positional-reasoning", 18: "size-reasoning", 19: "path-finding",
+               20: "agents-motivations"}
+
+
+def task_numbers(tasks: Iterable) -> List[int]:
+    """``tasks`` (numbers or their text) as ints; anything else is a one-line error."""
+    out = []
+    for t in tasks:
+        text = str(t).strip()
+        if not text.isdigit() or int(text) < 1:
+            raise UserError(f"--tasks: {text!r} is not a bAbI task number (bAbI files are qa1 ... qa20)")
+        if int(text) not in out:
+            out.append(int(text))
+    return out
+
+
+def group_task_files(names: Iterable[str], where: str, tasks: Optional[Iterable] = None,
+                     need: Tuple[str, ...] = ("train", "test")) -> Dict[int, Dict[str, str]]:
+    """{task: {split: name}} of the bAbI file names among ``names`` (the entries of the folder or
+    archive folder ``where``, named in errors); see :func:`discover_tasks`.  ``need``: the splits
+    each requested task must have."""
+    wanted = None if tasks is None else task_numbers(tasks)
+    found: Dict[int, Dict[str, str]] = {}
     scheme: Dict[int, str] = {}
-    for name in sorted(os.listdir(folder)):
+    for name in names:
         m1, m2 = _SCHEME_1K.match(name), _SCHEME_VALID.match(name)
         if not (m1 or m2):
             continue
         task, split, kind = (int(m1.group(1)), m1.group(3), "1k") if m1 else (int(m2.group(1)), m2.group(2), "valid")
+        if wanted is not None and task not in wanted:
+            continue
         if scheme.setdefault(task, kind) != kind:
-            raise UserError(f"{os.path.join(folder, name)}: task {task} appears under both naming schemes")
-        if split in tasks.setdefault(task, {}):
-            raise UserError(f"{os.path.join(folder, name)}: second {split} file for task {task} "
-                            f"(first: {tasks[task][split]})")
-        tasks[task][split] = os.path.join(folder, name)
-    if not tasks:
-        raise UserError(f"{folder}: no bAbI files (qa{{N}}_*_train.txt or qa{{N}}_train.txt)")
-    for task, splits in tasks.items():
-        for need in ("train", "test"):
-            if need not in splits:
-                raise UserError(f"{folder}: task {task} has no {need} file")
-    return tasks
+            raise UserError(f"{os.path.join(where, name)}: task {task} appears under both naming schemes")
+        if split in found.setdefault(task, {}):
+            raise UserError(f"{os.path.join(where, name)}: second {split} file for task {task} "
+                            f"(first: {found[task][split]})")
+        found[task][split] = name
+    if wanted is None:
+        if not found:
+            raise UserError(f"{where}: no bAbI files (qa{{N}}_*_train.txt or qa{{N}}_train.txt)")
+        for task, splits in found.items():
+            for need in ("train", "test"):
+                if need not in splits:
+                    raise UserError(f"{where}: task {task} has no {need} file")
+        return found
+    for task in wanted:
+        for split in need:
+            if split not in found.get(task, {}):
+                expected = (f"qa{task}_{split}.txt" if scheme.get(task) == "valid" else
+                            f"qa{task}_{BABI_TITLES.get(task, '*')}_{split}.txt")
+                raise UserError(f"{os.path.join(where, expected)}: no such file (task {task}'s {split} file)")
+    return {t: found[t] for t in wanted}

@@ -2,12 +2,15 @@
 to fairseq data for ``--task babi_qa``.
 
     nesyseq prepare qa --source tasks_1-20_v1-2/en --out data/babi --tasks 1,2,3
+    nesyseq prepare qa --source tasks_1-20_v1-2.tar.gz --babi-set en-10k --out data/babi --tasks 2   # the archive itself
     nesyseq prepare qa --train my_train.txt --test my_test.txt --tasks 2 --out data/mine   # any file names
     nesyseq prepare qa --generate --out data/babi_style --tasks 1,2 --num-names 100 --seed 0
     nesyseq prepare qa --generate --out data/zs --tasks 2,5 --zero-shot rooms,objects,people
     nesyseq prepare qa --generate --out data/appb --tasks b --k 100 --train-stories 10000 --test-stories 1000
 
-Layout under ``--out``: ``raw/`` (generated bAbI-format files), ``text/task{N}/{train,valid,test}.{src,tgt}``
+``--source`` reads the release archive, an unpacked copy or a folder holding only the requested tasks
+(data_prep/qa_source.py; known md5s are checked).  Layout under ``--out``: ``raw/`` (the bAbI-format
+files read, as ``qa{N}_{split}.txt``: generated, or copied from ``--source``), ``text/task{N}/{train,valid,test}.{src,tgt}``
 (source ``s_1 . s_2 . ... q ?``, target the answer word; ``--zero-shot`` adds ``test_rooms``
 etc.) and ``bin/task{N}/`` (fairseq-preprocess,
 joined dictionary).  The dictionary holds every word of every split, so words never seen in
@@ -25,8 +28,10 @@ import shutil
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
-    src.add_argument("--source", metavar="DIR", help="an existing bAbI folder (qa{N}_*_{train,test}.txt "
-                                                       "or qa{N}_{train,valid,test}.txt)")
+    src.add_argument("--source", metavar="DIR|ARCHIVE",
+                     help="the bAbI release: tasks_1-20_v1-2.tar.gz, an unpacked copy (the folder holding "
+                          "tasks_1-20_v1-2/, or a set's folder such as .../en-10k), or a folder holding only "
+                          "the tasks' files (qa{N}_*_{train,test}.txt or qa{N}_{train,valid,test}.txt)")
     src.add_argument("--generate", action="store_true", help="generate bAbI-style tasks (labelled bAbI-style)")
     src.add_argument("--train", metavar="FILE", help="one bAbI-format train file, whatever its name; with --test "
                                                       "(and --valid, else held out of train) and --tasks N, which "
@@ -36,9 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", required=True, help="output directory")
     parser.add_argument("--tasks", default=None, help="comma-separated task numbers (generator: 1,2,3,5,b); "
                                                        "default: all found / 1")
+    parser.add_argument("--babi-set", default="en-10k", metavar="SET",
+                        help="with --source ARCHIVE or a copy of the whole release: the set read (en, en-10k, "
+                             "en-valid, en-valid-10k, hn, hn-10k, shuffled, shuffled-10k)")
     parser.add_argument("--memory-size", type=int, default=50,
                         help="keep the most recent N story sentences (reference codes: 50; 130 for task 3)")
     parser.add_argument("--valid-fraction", type=float, default=0.1, help="train held out for early stopping")
+    parser.add_argument("--max-positions", type=int, default=1024,
+                        help="refuse a bAbI line with more tokens than this (the model's --max-source-positions)")
     parser.add_argument("--seed", type=int, default=0, help="generator and held-out split seed")
     parser.add_argument("--num-names", type=int, default=4, help="generator: distinct names (10..10000 for Fig. 1)")
     parser.add_argument("--zero-shot", type=zero_shot_kinds, default=None, metavar="KIND[,KIND...]",
@@ -69,7 +79,8 @@ def run(args) -> int:
                      train_file=args.train, valid_file=args.valid, test_file=args.test,
                      memory_size=args.memory_size, valid_fraction=args.valid_fraction, seed=args.seed,
                      num_names=args.num_names, zero_shot=args.zero_shot, k=args.k,
-                     train_stories=args.train_stories, test_stories=args.test_stories)
+                     train_stories=args.train_stories, test_stories=args.test_stories,
+                     max_positions=args.max_positions, babi_set=args.babi_set)
     for p in out:
         print(p)
     return 0

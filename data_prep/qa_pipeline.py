@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Dict, List, Optional
 
 from nesyseq.data_prep.fairseq_binarize import fairseq_preprocess
-from nesyseq.data_prep.qa_babi import QAExample, discover_tasks, parse_babi_file
+from nesyseq.data_prep.qa_babi import MAX_POSITIONS, QAExample, parse_babi_lines, read_babi_lines
 from nesyseq.common.atomic import atomic_write_bytes
 from nesyseq.common.errors import UserError
 
@@ -64,15 +64,29 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
                memory_size: int = 50, valid_fraction: float = 0.1, seed: int = 0, num_names: int = 4,
                zero_shot: Optional[str] = None, k: int = 10, train_stories: int = 200,
                test_stories: int = 200, binarize: bool = True, train_file: Optional[str] = None,
-               valid_file: Optional[str] = None, test_file: Optional[str] = None) -> List[str]:
-    """Prepare every selected task; returns the ``bin/task{N}`` directories."""
+               valid_file: Optional[str] = None, test_file: Optional[str] = None,
+               babi_set: str = "en-10k", max_positions: int = MAX_POSITIONS) -> List[str]:
+    """Prepare every selected task; returns the ``bin/task{N}`` directories.  Every option is
+    checked before any work; a bAbI line longer than ``max_positions`` tokens is refused."""
+    from nesyseq.common.out_folder import check_out_path
+
+    check_out_path(out)
     out = pathlib.Path(out)
+    if not 0 <= valid_fraction < 1:
+        raise UserError(f"--valid-fraction must be in [0, 1), got {valid_fraction}")
+    if memory_size < 1:
+        raise UserError(f"--memory-size must be >= 1, got {memory_size}")
+    if max_positions < 2:
+        raise UserError(f"--max-positions must be >= 2, got {max_positions}")
+    if generate and (train_stories < 1 or test_stories < 1):
+        raise UserError(f"--train-stories and --test-stories must be >= 1, got {train_stories} and {test_stories}")
     if sum(map(bool, (source, generate, train_file))) != 1:
         raise UserError("give exactly one of --source DIR, --generate and --train FILE")
     if (valid_file or test_file) and not train_file:
         raise UserError("--test / --valid FILE go with --train FILE (--source DIR finds its own files)")
     wanted = None if tasks is None else [t.strip().lower() for t in tasks.split(",") if t.strip()]
     meta = {"seed": seed, "memory_size": memory_size, "valid_fraction": valid_fraction}
+    origin: Dict[str, str] = {}   # a raw/ copy -> the file it was copied from: reading errors name that one
     if generate:
         from nesyseq.data_prep.qa_generate import generate_task
 
@@ -105,28 +119,42 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
         files = {wanted[0]: named}
         meta["source"] = "bAbI-format files " + ", ".join(f"{k}={os.path.abspath(v)}" for k, v in named.items())
     else:
-        found = {str(t): s for t, s in discover_tasks(source).items()}
-        if wanted:
-            missing = [t for t in wanted if t not in found]
-            if missing:
-                raise UserError(f"--tasks: task(s) {', '.join(missing)} not in {source}")
-            found = {t: found[t] for t in wanted}
-        files = found
-        meta["source"] = f"bAbI folder {os.path.abspath(source)}"
+        from nesyseq.data_prep.qa_source import babi_files, md5_check
+
+        # only the requested tasks are read: the folder may hold just them (data_prep/qa_source.py)
+        found = babi_files(source, wanted, babi_set)
+        raw = out / "raw"
+        raw.mkdir(parents=True, exist_ok=True)
+        files, checked = {}, {}
+        for t, splits in found.items():
+            files[str(t)] = {}
+            for split, f in splits.items():
+                checked[f"qa{t}_{split}"] = md5_check(f, strict=False)
+                p = raw / f"qa{t}_{split}.txt"   # the generator's names: every route's raw/ reads alike
+                atomic_write_bytes(str(p), f.data)
+                files[str(t)][split] = str(p)
+                origin[str(p)] = f.where
+        meta["source"] = (f"bAbI {'archive' if os.path.isfile(source) else 'folder'} {os.path.abspath(source)}"
+                          + (f" (set {babi_set})" if os.path.isfile(source) else ""))
+        meta["source_files"] = checked
+
+    def parse(path):
+        return parse_babi_lines(read_babi_lines(path), origin.get(path, path), memory_size, max_positions)
+
     results = []
     for t, paths in files.items():
-        train = parse_babi_file(paths["train"], memory_size)
+        train = parse(paths["train"])
         if "valid" in paths:
-            valid = parse_babi_file(paths["valid"], memory_size)
+            valid = parse(paths["valid"])
         else:
             train, valid = _valid_split(train, valid_fraction, seed, t)
-        test = parse_babi_file(paths["test"], memory_size)
+        test = parse(paths["test"])
         if not train or not test:
             raise UserError(f"task {t}: empty train or test split ({paths})")
         splits = {"train": train, "valid": valid, "test": test}
         extra = sorted(n for n in paths if n.startswith("test_"))
         for n in extra:
-            splits[n] = parse_babi_file(paths[n], memory_size)
+            splits[n] = parse(paths[n])
         text_dir = out / "text" / f"task{t}"
         text_dir.mkdir(parents=True, exist_ok=True)
         for name, exs in splits.items():

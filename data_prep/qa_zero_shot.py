@@ -13,14 +13,17 @@ unchanged.  The room map pairs the two lists of the paper in the order it gives 
 names no replacement objects or people, so those words are ours (``REPLACEMENTS``).  ``all``
 (ours) renames the three kinds at once.
 
-``--babi-dir DIR --task N`` takes task N's test file from a bAbI folder (either naming scheme,
-``data_prep/qa_babi.discover_tasks``) and writes names that do not depend on the release's task
-title: ``OUT/qaN_test.txt`` (the test file, copied) and ``OUT/qaN_test_{kind}.txt``, the names of
-``prepare qa --generate --zero-shot`` (configs/experiments/qa_table2.yaml reads them).
+``--babi-dir DIR --task N`` takes task N's test file from the bAbI release as ``prepare qa
+--source`` reads it (the archive, an unpacked copy, or a folder holding only that task's files:
+data_prep/qa_source.py).  One naming scheme, whichever route: the zero-shot files of a bAbI test
+file (either naming scheme, ``--babi-file`` or ``--babi-dir``) are ``OUT/qaN_test_{kind}.txt``, the
+names ``prepare qa --generate --zero-shot`` gives its splits; any other file gives
+``OUT/{stem}_{kind}.txt``.  The original test is not copied beside them, so the folder holds
+only zero-shot files (``prepare qa`` keeps the original as ``raw/qaN_test.txt``).
 
-Writes ``OUT/{stem}_{kind}.txt`` per kind (a kind none of whose words occurs in the file, e.g.
-objects in task 1, is skipped with a note; none at all is an error) and ``OUT/zero_shot_map.json`` (the word map used),
-atomically.  Evaluate a checkpoint on them with ``nesyseq evaluate qa --checkpoint CK
+A kind none of whose words occurs in the file (e.g. objects in task 1) is skipped with a note;
+none at all is an error.  ``OUT/zero_shot_map.json`` records the word map used; every file is
+written atomically.  Evaluate a checkpoint on them with ``nesyseq evaluate qa --checkpoint CK
 --babi-file OUT/...`` (no retraining; unseen words get zero semantic rows).
 """
 from __future__ import annotations
@@ -94,31 +97,60 @@ def rename_lines(lines: Sequence[str], mapping: Dict[str, str], path: str = "<st
     return out
 
 
+_BABI_TEST = re.compile(r"^qa(\d+)_(?:[A-Za-z0-9-]+_)?test\.txt$")
+
+
+def zero_shot_stem(babi_file: str) -> str:
+    """The stem of a test file's zero-shot files: ``qa{N}_test`` for a bAbI test file of either
+    naming scheme (``qa2_two-supporting-facts_test.txt``, ``qa2_test.txt``), so every route writes
+    ``qa{N}_test_{kind}.txt``, the names of ``prepare qa --generate --zero-shot``; any other file
+    keeps its own stem."""
+    name = os.path.basename(babi_file)
+    m = _BABI_TEST.match(name)
+    return f"qa{int(m.group(1))}_test" if m else os.path.splitext(name)[0]
+
+
+def test_kind(path: str) -> str:
+    """What a bAbI test file is, by its name: ``original`` (``qa{N}_test.txt``, ``qa{N}_<title>_test.txt``),
+    the zero-shot kind of ``{stem}_{kind}.txt`` (rooms, objects, people, all), else ``""``."""
+    name = os.path.basename(str(path))
+    if _BABI_TEST.match(name):
+        return "original"
+    stem = os.path.splitext(name)[0]
+    kind = stem.rsplit("_", 1)[-1] if "_" in stem else ""
+    return kind if kind in KINDS else ""
+
+
 def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
-    """Write ``out/{stem}_{kind}.txt`` for each kind; returns the paths."""
-    from nesyseq.data_prep.qa_babi import parse_babi_lines, read_babi_lines
+    """Write ``out/{stem}_{kind}.txt`` for each kind (stem: :func:`zero_shot_stem`); returns the paths."""
+    from nesyseq.data_prep.qa_babi import read_babi_lines
+
+    return write_zero_shot(read_babi_lines(babi_file), babi_file, zero_shot_stem(babi_file), kinds, out)
+
+
+def write_zero_shot(lines: List[str], where: str, stem: str, kinds: Sequence[str], out: str) -> List[str]:
+    """The renamings of the test file ``where`` (its ``lines``) as ``out/{stem}_{kind}.txt``."""
+    from nesyseq.data_prep.qa_babi import parse_babi_lines
     from nesyseq.common.atomic import atomic_write_bytes
 
-    lines = read_babi_lines(babi_file)
-    parse_babi_lines(lines, babi_file, None)        # a malformed input names its file:line here
+    parse_babi_lines(lines, where, None)        # a malformed input names its file:line here
     words = {m.group(0).lower() for line in lines for m in _WORD.finditer(line.partition(" ")[2])}
-    stem = os.path.splitext(os.path.basename(babi_file))[0]
     os.makedirs(out, exist_ok=True)
     paths, maps = [], {}
     for kind in kinds:
         mapping = word_map(kind)
         present = {old: new for old, new in mapping.items() if old in words}
         if not present:            # e.g. objects in task 1: that split would equal the original
-            print(f"{babi_file}: no {kind} split: none of {', '.join(sorted(mapping))} occurs in it",
+            print(f"{where}: no {kind} split: none of {', '.join(sorted(mapping))} occurs in it",
                   file=sys.stderr)
             continue
-        renamed = rename_lines(lines, mapping, babi_file)   # any replacement word already there is refused
+        renamed = rename_lines(lines, mapping, where)   # any replacement word already there is refused
         path = os.path.join(out, f"{stem}_{kind}.txt")
         atomic_write_bytes(path, ("\n".join(renamed) + "\n").encode("utf-8"))
         paths.append(path)
         maps[kind] = present
     if not paths:
-        raise UserError(f"{babi_file}: none of the bAbI entities of --kinds {','.join(kinds)} occurs in it; "
+        raise UserError(f"{where}: none of the bAbI entities of --kinds {','.join(kinds)} occurs in it; "
                         "nothing to rename")
     map_path = os.path.join(out, "zero_shot_map.json")
     old = {}
@@ -130,25 +162,21 @@ def make_zero_shot(babi_file: str, kinds: Sequence[str], out: str) -> List[str]:
     return paths
 
 
-def make_task_zero_shot(babi_dir: str, task: str, kinds: Sequence[str], out: str) -> List[str]:
-    """Task ``task``'s test file of the bAbI folder ``babi_dir`` copied to ``out/qa{task}_test.txt``
-    and its renamings ``out/qa{task}_test_{kind}.txt``; returns the paths, the copy first."""
-    from nesyseq.data_prep.qa_babi import discover_tasks
-    from nesyseq.common.atomic import atomic_write_bytes
+def make_task_zero_shot(babi_dir: str, task: str, kinds: Sequence[str], out: str,
+                        babi_set: str = "en-10k") -> List[str]:
+    """The renamings of task ``task``'s test file of ``babi_dir`` (an archive or a folder, as
+    ``prepare qa --source`` reads it: data_prep/qa_source.py) as ``out/qa{task}_test_{kind}.txt``;
+    returns the paths.  The original test is not copied: ``prepare qa --source`` keeps it as
+    ``raw/qa{task}_test.txt``."""
+    from nesyseq.data_prep.qa_source import babi_files, md5_check
 
-    tasks = discover_tasks(babi_dir)
     try:
         number = int(str(task))
     except ValueError:
-        number = None
-    if number not in tasks:
-        raise UserError(f"--task {task}: {babi_dir} has no task {task} (tasks: {', '.join(map(str, sorted(tasks)))})")
-    with open(tasks[number]["test"], "rb") as f:
-        data = f.read()
-    os.makedirs(out, exist_ok=True)
-    copy = os.path.join(out, f"qa{number}_test.txt")
-    atomic_write_bytes(copy, data)
-    return [copy] + make_zero_shot(copy, kinds, out)
+        raise UserError(f"--task {task}: not a bAbI task number") from None
+    test = babi_files(babi_dir, [number], babi_set, need=("test",))[number]["test"]
+    md5_check(test, strict=False)
+    return write_zero_shot(test.lines(), test.where, f"qa{number}_test", kinds, out)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -157,9 +185,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--babi-file", action="append", metavar="FILE",
                      help="a bAbI-format test file (repeatable)")
-    src.add_argument("--babi-dir", metavar="DIR", help="a bAbI folder; with --task N: that task's test file, "
-                     "written as OUT/qaN_test.txt beside OUT/qaN_test_KIND.txt")
+    src.add_argument("--babi-dir", metavar="DIR|ARCHIVE",
+                     help="the bAbI release as prepare qa --source reads it (archive, unpacked copy, or a folder "
+                          "holding only the task's files); with --task N: that task's test file")
     parser.add_argument("--task", metavar="N", help="with --babi-dir: the task number")
+    parser.add_argument("--babi-set", default="en-10k", metavar="SET",
+                        help="with --babi-dir ARCHIVE or a copy of the whole release: the set read")
     parser.add_argument("--kinds", type=zero_shot_kinds, default=list(KINDS), metavar="KIND[,KIND...]",
                         help="rooms, objects, people (paper Table 2), all (ours: the three at once)")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -169,7 +200,7 @@ def run(args) -> int:
     if args.babi_dir:
         if not args.task:
             raise UserError("--babi-dir needs --task N")
-        for path in make_task_zero_shot(args.babi_dir, args.task, args.kinds, args.out):
+        for path in make_task_zero_shot(args.babi_dir, args.task, args.kinds, args.out, args.babi_set):
             print(path)
         return 0
     if args.task:

@@ -57,16 +57,10 @@ def accuracy(model, task, split: str, batch_size: int) -> float:
 
 
 def score_checkpoint(path: str, data: str, splits, batch_size: int, cpu: bool = True):
-    from nesyseq import plugins  # noqa: F401  (registers the task and model)
-    from fairseq import checkpoint_utils
-
+    from nesyseq.evaluations import checkpoints
     from nesyseq.plugins.layers.tpru import recurrent_param_count
 
-    from nesyseq.common.cli_args import check_checkpoint_file
-
-    check_checkpoint_file(path)
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
-    model = models[0].eval()
+    model, cfg, task, _ = checkpoints.load_model(path, data, ("entailment_pairs",), "evaluate entailment")
     if not cpu:
         model = model.cuda()
     row = {"cell": str(cfg.model.cell), "N": cfg.model.num_roles if str(cfg.model.cell) == "tpru" else "",

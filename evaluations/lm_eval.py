@@ -42,12 +42,15 @@ def evaluate_lm(data, path, out, subset="test", tokens_per_sample=512, max_token
 
     data, path, out = Path(data), Path(path), Path(out)
     from nesyseq.common.cli_args import check_checkpoint_file
+    from nesyseq.evaluations import checkpoints
 
     check_checkpoint_file(path)
     if not (data / "dict.txt").is_file():
         raise UserError(f"{data}: no dict.txt (is it a fairseq-preprocess --only-source folder?)")
     if not (data / f"{subset}.bin").is_file():
         raise UserError(f"{data}: no {subset}.bin (--subset {subset}; fairseq-preprocess --{subset}pref …)")
+    # a language model whose dictionary is data's, before anything is scored
+    checkpoints.checked(path, data, checkpoints.LM_TASKS, "evaluate lm", mmap=True)
     argv = [str(data), "--user-dir", str(USER_DIR), "--path", str(path), "--gen-subset", subset,
             "--tokens-per-sample", str(tokens_per_sample), "--max-tokens", str(max_tokens),
             "--num-workers", "0"] + (["--cpu"] if cpu else []) + list(extra)

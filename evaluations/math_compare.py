@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from nesyseq.evaluations.plotting import pyplot, save_png
 from nesyseq.common.atomic import atomic_write_bytes
@@ -32,7 +32,7 @@ _STEP_RE = re.compile(r"checkpoint_\d+_(\d+)\.pt$")
 class Entry:
     run: str  # e.g. the checkpoint's directory: "tp", "base"
     steps: Optional[int]  # updates at which the checkpoint was saved
-    scores: Dict[str, "SplitScore"]  # split name -> evaluations.math_eval.SplitScore
+    scores: Dict[str, Any]  # split name -> evaluations.math_eval.SplitScore (imported lazily: fairseq)
 
     @property
     def label(self) -> str:
@@ -64,14 +64,9 @@ def checkpoint_steps(path: Path) -> Optional[int]:
     m = _STEP_RE.search(Path(path).name)
     if m:
         return int(m.group(1))
-    from fairseq import checkpoint_utils
+    from nesyseq.evaluations import checkpoints
 
-    from nesyseq import plugins  # noqa: F401  (safe globals for weights_only loading)
-
-    state = checkpoint_utils.load_checkpoint_to_cpu(str(path))
-    history = state.get("optimizer_history") or [{}]
-    steps = history[-1].get("num_updates")
-    return int(steps) if steps is not None else None
+    return checkpoints.steps(path)
 
 
 def _rows(entries: List[Entry]):

@@ -195,11 +195,14 @@ def evaluate_math(checkpoint, data, out_dir=None, beam: int = 1, batch_size: int
     """Decode and score; returns (list of SplitScore, dict of report paths)."""
     checkpoint, data = Path(checkpoint).resolve(), Path(data).resolve()
     from nesyseq.common.cli_args import check_checkpoint_file
+    from nesyseq.evaluations import checkpoints
 
     check_checkpoint_file(checkpoint)
     if not (data / "dict.src.txt").is_file():
         raise UserError(f"--data {data}: not a binarized directory (no dict.src.txt); "
                         "pass the bin/ folder written by 'nesyseq prepare math'")
+    # a math checkpoint (translation, src-tgt) whose dictionaries are data's, before anything is decoded
+    checkpoints.checked(checkpoint, data, ("translation",), "evaluate math", pair=("src", "tgt"), mmap=True)
     out_dir = Path(out_dir).resolve() if out_dir else checkpoint.parent / f"eval_{checkpoint.stem}"
     out_dir.mkdir(parents=True, exist_ok=True)
     if cpu is None:

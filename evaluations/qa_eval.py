@@ -175,32 +175,31 @@ def select_by_valid(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
 
 
 def load_state(ckpt: str, data: str) -> dict:
-    """``ckpt`` read once (fairseq's loader, weights_only) with its data folder set to ``data``."""
-    from fairseq import checkpoint_utils
+    """``ckpt`` read once (evaluations/checkpoints.py: safe load, one-line errors) and checked to be a
+    babi_qa checkpoint."""
+    from nesyseq.evaluations import checkpoints
 
-    from nesyseq import plugins  # noqa: F401  registers the models/tasks and the checkpoint safe globals
-
-    from nesyseq.common.cli_args import check_checkpoint_file
-
-    check_checkpoint_file(ckpt)
     if not Path(data).is_dir():
         raise UserError(f"--data {data}: no such directory")
-    return checkpoint_utils.load_checkpoint_to_cpu(ckpt, arg_overrides={"data": data})
+    state = checkpoints.read(ckpt)
+    checkpoints.require_task(state, ckpt, ("babi_qa",), "evaluate qa")
+    return state
 
 
 def answers(ckpt: str, data: str, subset: str = "test", batch_size: int = 256, beta: str = None,
             state: dict = None, cpu: bool = True):
     """Yield ``(task, sample, pred, gold)`` batch by batch: ``ckpt``'s argmax answer (B,) and the
     gold answer (B,) on ``data``/``subset``; ``beta`` as in :func:`answer_error`; ``state``: the
-    checkpoint already read by :func:`load_state` (read here otherwise)."""
+    checkpoint already read by :func:`load_state` (read here otherwise).  The checkpoint's
+    dictionaries are checked against ``data``'s before anything is scored."""
     import torch
-    from fairseq import checkpoint_utils
+
+    from nesyseq.evaluations import checkpoints
 
     if state is None:
         state = load_state(ckpt, data)
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([ckpt], arg_overrides={"data": data},
-                                                                      state=state)
-    model = models[0].eval()
+    model, cfg, task, _ = checkpoints.load_model(ckpt, data, ("babi_qa",), "evaluate qa",
+                                                 state=state)
     if beta is not None:
         _fix_beta(model, beta, ckpt)
     if not cpu:

@@ -28,14 +28,12 @@ from nesyseq.common.errors import UserError
 
 
 def _load_state(ckpt: str):
-    from fairseq import checkpoint_utils
+    """``ckpt`` read by evaluations/checkpoints.py (safe load, one-line errors), a babi_qa checkpoint."""
+    from nesyseq.evaluations import checkpoints
 
-    from nesyseq import plugins  # noqa: F401  registers models/tasks and the checkpoint safe globals
-
-    from nesyseq.common.cli_args import check_checkpoint_file
-
-    check_checkpoint_file(ckpt)
-    return checkpoint_utils.load_checkpoint_to_cpu(ckpt)
+    state = checkpoints.read(ckpt)
+    checkpoints.require_task(state, ckpt, ("babi_qa",), "evaluate qa --babi-file")
+    return state
 
 
 def extend_state_dict(old: Dict, new_model) -> Dict:
@@ -57,16 +55,17 @@ def extend_state_dict(old: Dict, new_model) -> Dict:
 def load_with_words(ckpt: str, words: List[str], data: Optional[str] = None):
     """(model, task, new_words, train_unseen): the checkpoint's model with ``words`` that are
     not in its dictionary appended as new, unseen-in-training entries."""
+    from nesyseq.evaluations import checkpoints
+
     state = _load_state(ckpt)
     cfg = state["cfg"]
-    from fairseq import tasks
-
-    data = data or cfg.task.data
+    trained_on = checkpoints.training_data(state)
+    data = data or trained_on
     if not data or not (Path(data) / "dict.src.txt").is_file():
         raise UserError(f"{ckpt}: its dictionary {data}/dict.src.txt is not there; "
                         "pass --data with the folder that holds the training dict.src.txt")
-    cfg.task.data = str(data)
-    task = tasks.setup_task(cfg.task)
+    task = checkpoints.setup_task(state, data, ckpt)
+    checkpoints.check_dictionaries(state, task, ckpt, data, trained_on)   # before any word is added
     src, tgt = task.source_dictionary, task.target_dictionary
     if [src[i] for i in range(len(src))] != [tgt[i] for i in range(len(tgt))]:
         raise UserError(f"{data}: source and target dictionaries differ (babi_qa needs the joined one)")
@@ -107,16 +106,19 @@ def _file_tokens(babi_file: str) -> List[str]:
 
 
 def evaluate_babi_file(ckpt: str, babi_file: str, data: Optional[str] = None, memory_size: Optional[int] = None,
-                       batch_size: int = 256, predictions: bool = False) -> Dict:
+                       batch_size: int = 256, predictions: bool = False, progress=None) -> Dict:
     """The report of one checkpoint on one bAbI-format file; with ``predictions``, also the
-    model's answer word to each question, in file order (key "predictions")."""
+    model's answer word to each question, in file order (key "predictions").  ``progress``, if
+    given, is called with (questions answered, questions) after each batch."""
     import torch
     from fairseq.data import LanguagePairDataset
 
     from nesyseq.data_prep.qa_babi import parse_babi_file
 
     if memory_size is None:
-        meta = Path(data or _load_state(ckpt)["cfg"].task.data or "") / "qa_meta.json"
+        from nesyseq.evaluations import checkpoints
+
+        meta = Path(data or checkpoints.training_data(_load_state(ckpt)) or "") / "qa_meta.json"
         memory_size = json.loads(meta.read_text())["memory_size"] if meta.is_file() else 50
     examples = parse_babi_file(babi_file, memory_size)
     if not examples:
@@ -145,6 +147,8 @@ def evaluate_babi_file(ckpt: str, babi_file: str, data: Optional[str] = None, me
             wrong += int(pred.ne(sample["target"][:, 0]).sum())
             if predictions:                     # the collater sorts by length: back to file order
                 answered += [(int(i), d[int(p)]) for i, p in zip(sample["id"], pred)]
+            if progress is not None:
+                progress(min(len(ds), start + batch_size), len(ds))
     extra = {"predictions": [w for _, w in sorted(answered)]} if predictions else {}
     return {**extra, "file": str(babi_file), "checkpoint": str(ckpt), "questions": len(examples),
             "error": 100.0 * wrong / len(examples), "memory_size": memory_size,
@@ -159,18 +163,27 @@ def external_table(results: List[Dict]) -> str:
     aggregates seeds), each checkpoint's error, and the unseen-word counts (the first checkpoint's
     dictionary; checkpoints trained on the same data share it)."""
     agg = aggregate([{"file": r["file"], "error": r["error"]} for r in results], ["file"])
-    lines = ["| file | questions | error % | per checkpoint | unseen types | unseen tokens |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| file | test | questions | error (%) | per checkpoint (%) | unseen types | unseen tokens |",
+             "|---|---|---|---|---|---|---|"]
     for f in dict.fromkeys(r["file"] for r in results):
         rs = [r for r in results if r["file"] == f]
         a, r = agg[(f,)], rs[0]
         err = f"{a['mean']:.2f}" if a["n"] == 1 else f"{a['mean']:.2f} ± {a['std']:.2f} (n={a['n']})"
-        lines.append(f"| {f} | {r['questions']} | {err} | {' / '.join('%.1f' % x['error'] for x in rs)} "
+        lines.append(f"| {f} | {_test_label(f)} | {r['questions']} | {err} | {' / '.join('%.1f' % x['error'] for x in rs)} "
                      f"| {r['unseen_types']} / {r['types']} | {r['unseen_tokens']} / {r['tokens']} |")
     return "\n".join(lines) + "\n"
 
 
-CSV_COLUMNS = ("file", "questions", "error", "unseen_types", "types", "unseen_tokens", "tokens")
+def _test_label(path: str) -> str:
+    """The report's ``test`` column: ``original`` for the task's own test file, ``zero-shot KIND``
+    for its renamings (data_prep/qa_zero_shot.test_kind, by the file's name), else ``-``."""
+    from nesyseq.data_prep.qa_zero_shot import test_kind
+
+    kind = test_kind(path)
+    return {"": "-", "original": "original"}.get(kind, f"zero-shot {kind}")
+
+
+CSV_COLUMNS = ("file", "test", "questions", "error", "unseen_types", "types", "unseen_tokens", "tokens")
 
 
 def external_csv(results: List[Dict]) -> str:
@@ -183,8 +196,36 @@ def external_csv(results: List[Dict]) -> str:
     w = csv.writer(buf)
     w.writerow(CSV_COLUMNS)
     for r in results:
-        w.writerow([r["file"], r["questions"], f"{r['error']:.4f}"] + [r[k] for k in CSV_COLUMNS[3:]])
+        w.writerow([r["file"], _test_label(r["file"]), r["questions"], f"{r['error']:.4f}"]
+                   + [r[k] for k in CSV_COLUMNS[4:]])
     return buf.getvalue()
+
+
+class FileProgress:
+    """``evaluate qa``'s progress on stderr (stdout keeps the table): one line per file when it is
+    done, and, on a file that takes longer, a line at most every ``every`` seconds."""
+
+    def __init__(self, label: str, every: float = 5.0, stream=None):
+        import sys
+        import time
+
+        self.label, self.every, self.stream = label, every, stream or sys.stderr
+        self.t0 = self.last = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        import time
+
+        now = time.monotonic()
+        if done < total and now - self.last >= self.every:
+            self.last = now
+            print(f"evaluate qa: {self.label}: {done}/{total} questions, {now - self.t0:.0f} s", file=self.stream,
+                  flush=True)
+
+    def done(self, r: Dict) -> None:
+        import time
+
+        print(f"evaluate qa: {self.label}: {r['questions']} questions, error {r['error']:.2f}% "
+              f"({time.monotonic() - self.t0:.0f} s)", file=self.stream, flush=True)
 
 
 UNSEEN_SHOWN = 40
@@ -204,8 +245,13 @@ def unseen_words_line(r, kept_in=None, shown: int = UNSEEN_SHOWN) -> str:
 def run_external(args) -> int:
     if not args.checkpoint:
         raise UserError("--babi-file needs --checkpoint")
-    results = [evaluate_babi_file(ck, f, args.data, args.memory_size, args.batch_size)
-               for ck in args.checkpoint for f in args.babi_file]
+    results = []
+    pairs = [(ck, f) for ck in args.checkpoint for f in args.babi_file]
+    for k, (ck, f) in enumerate(pairs, 1):
+        show = FileProgress(f"[{k}/{len(pairs)}] {Path(f).name}" + (f" ({ck})" if len(args.checkpoint) > 1 else ""))
+        r = evaluate_babi_file(ck, f, args.data, args.memory_size, args.batch_size, progress=show)
+        show.done(r)
+        results.append(r)
     text = external_table(results)
     print(text, end="")
     for r in results[:len(args.babi_file)]:

@@ -53,12 +53,11 @@ def kmeans(x: torch.Tensor, k: int, iters: int = 50, seed: int = 0) -> Tuple[tor
 
 
 def load_model(checkpoint: Path, data: Path):
-    from nesyseq import plugins  # noqa: F401  (registers tp_transformer)
-    from fairseq import checkpoint_utils
+    """The checked checkpoint's model (evaluations/checkpoints.py: safe load, a translation
+    checkpoint whose dictionaries are ``data``'s), which must have roles."""
+    from nesyseq.evaluations import checkpoints
 
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-        [str(checkpoint)], arg_overrides={"data": str(data)})
-    model = models[0].eval()
+    model, _, task, _ = checkpoints.load_model(checkpoint, data, ("translation",), "analyze roles")
     if not hasattr(model.encoder, "layers") or not hasattr(model.encoder.layers[-1], "self_attn"):
         raise UserError(f"{checkpoint}: not a tp_transformer checkpoint")
     if not model.encoder.layers[-1].self_attn.role_binding:
@@ -213,9 +212,6 @@ def write_cluster_report(rows, weighted: float, chance: float, out_png: Path, me
 def analyze_roles(checkpoint, data, module: str, out: Path, n: int = 128, k: int = 20,
                   head: int = 0, show: int = 24, seed: int = 0) -> Path:
     checkpoint, data = Path(checkpoint).resolve(), Path(data).resolve()
-    from nesyseq.common.cli_args import check_checkpoint_file
-
-    check_checkpoint_file(checkpoint)
     text_dir = data.parent / "text" if (data.parent / "text").is_dir() else data
     model, task = load_model(checkpoint, data)
     problems = sample_problems(text_dir, module, n, seed)

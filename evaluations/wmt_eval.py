@@ -61,13 +61,28 @@ def evaluate_wmt(checkpoint, data, subset: str = "test", out_dir=None, beam: int
                  reference=None, extra: Optional[List[str]] = None) -> dict:
     checkpoint, data = Path(checkpoint), Path(data)
     from nesyseq.common.cli_args import check_checkpoint_file
+    from nesyseq.evaluations import checkpoints
 
     check_checkpoint_file(checkpoint)
-    meta_file = data / "prepare.json"
+    from nesyseq.data_prep.wmt_prepare import MARKER
+
+    meta_file, marker = data / "prepare.json", data / MARKER
+    try:
+        interrupted = json.loads(marker.read_text()).get("complete") is False
+    except (OSError, ValueError, AttributeError):
+        interrupted = False
+    if interrupted:
+        raise UserError(f"--data {data}: a `nesyseq prepare wmt` into it stopped while moving its files in "
+                        f"({marker}); run it again")
     if not meta_file.is_file():
         raise UserError(f"--data {data}: no prepare.json (not made by `nesyseq prepare wmt`)")
-    meta = json.loads(meta_file.read_text())
-    src, tgt = meta["src_lang"], meta["tgt_lang"]
+    try:
+        meta = json.loads(meta_file.read_text())
+        src, tgt = meta["src_lang"], meta["tgt_lang"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{meta_file}: not the record `nesyseq prepare wmt` writes ({exc})") from None
+    # a translation checkpoint of this language pair whose dictionaries are data's, before decoding
+    checkpoints.checked(checkpoint, data, ("translation",), "evaluate wmt", pair=(src, tgt), mmap=True)
     ref_path = Path(reference) if reference else (
         data / "ref" / f"{subset}.{tgt}" if subset == "test" else data / "raw" / f"{subset}.{tgt}")
     if not ref_path.is_file():

@@ -1,6 +1,13 @@
 """``nesyseq collect RUN_DIR``: one table (mean ± std over the array) and one plot.
 
-Reads the first ``.csv`` output that the evaluate stage declares (for math:
+``collect.md`` shows a count that every member shares (questions, tokens) as that whole number,
+one member's value as it is, and otherwise mean ± sample std; its headers name the unit of the
+columns that have one (``error (%)``, ``valid_loss (bits)``).  ``collect.csv`` keeps mean and std
+for every numeric column.
+
+A run of ``qa_table1`` gets the Table-1 report instead (evaluations/qa_table1.py
+``collect_study``: per-task and aggregate error, tasks passed per seed, the best seed, the
+learning curve as ``collect.png``).  Otherwise it reads the first ``.csv`` output that the evaluate stage declares (for math:
 ``results.csv`` with split, module, n, correct, accuracy) from every array
 member.  Rows are matched on their text columns; every numeric column becomes
 mean ± sample std over the members (std 0 for a single member).  Writes
@@ -37,6 +44,25 @@ LABEL_COLUMNS = ("task", "names", "beta")   # numbers that label a row: matched 
 OPTIONAL_NUMBERS = ("valid_loss",)   # numbers that may be empty (a checkpoint saved without one): never a label
 
 
+UNITS = {"error": "%", "valid_loss": "bits", "loss_base2": "bits"}   # what collect.md's headers name
+
+
+def with_unit(column: str) -> str:
+    return f"{column} ({UNITS[column]})" if column in UNITS else column
+
+
+def cell_text(values) -> str:
+    """One number of collect.md: a count that every member shares (questions, tokens) as that
+    whole number, one member's value as it is, else mean ± sample std."""
+    if not values:
+        return ""
+    if all(float(v).is_integer() for v in values) and len(set(values)) == 1:
+        return str(int(values[0]))
+    if len(values) == 1:
+        return f"{values[0]:.4g}"
+    return f"{statistics.fmean(values):.4g} ± {statistics.stdev(values):.2g}"
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -60,9 +86,14 @@ def collect(run_dir, stage="evaluate", metric=None):
     from nesyseq.common.atomic import atomic_write_bytes
 
     run_dir = Path(run_dir).resolve()
-    recs = [r for r in load_jobs(run_dir)["jobs"] if r["stage"] == stage]
+    jobs = load_jobs(run_dir)
+    recs = [r for r in jobs["jobs"] if r["stage"] == stage]
     if not recs:
         raise UserError(f"{run_dir}/jobs.json: no jobs of stage {stage!r}")
+    if jobs.get("experiment") == "qa_table1" and stage == "evaluate":
+        from nesyseq.evaluations.qa_table1 import collect_study
+
+        return collect_study(run_dir, [_result_csv(r).parent for r in recs])
     header = None
     members = []
     per_member: "OrderedDict[tuple, list]" = OrderedDict()   # key -> [(member, {numeric column: value})]
@@ -108,13 +139,13 @@ def collect(run_dir, stage="evaluate", metric=None):
     w = csv.writer(buf)
     w.writerow(key_cols + [f"{c}_{s}" for c in num_cols for s in ("mean", "std")] + ["members"])
     md = [f"# {run_dir.name}: {stage} over {len(members)} runs ({', '.join(members)})", "",
-          "| " + " | ".join(key_cols + num_cols) + " |", "|" + "---|" * (len(key_cols) + len(num_cols))]
+          "| " + " | ".join(key_cols + [with_unit(c) for c in num_cols]) + " |",
+          "|" + "---|" * (len(key_cols) + len(num_cols))]
     for key, cell in groups.items():
         stats = [mean_std(cell[c]) if cell.get(c) else None for c in num_cols]   # None: no member had one
         w.writerow(list(key) + [("" if ms is None else f"{v:.6g}") for ms in stats for v in (ms or (0, 0))]
                    + [len(per_member[key])])
-        md.append("| " + " | ".join(list(key) + ["" if ms is None else f"{ms[0]:.4g} ± {ms[1]:.2g}" for ms in stats])
-                  + " |")
+        md.append("| " + " | ".join(list(key) + [cell_text(cell.get(c) or []) for c in num_cols]) + " |")
     if "valid_loss" in num_cols:
         md += ["", f"Member with the lowest valid_loss per row (chosen without the test), its {metric}:", "",
                "| " + " | ".join(key_cols + ["member", "valid_loss", metric]) + " |",
@@ -142,7 +173,7 @@ def collect(run_dir, stage="evaluate", metric=None):
     ax.bar(range(len(labels)), means, yerr=stds, capsize=3)
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel(f"{metric} (mean ± std, n={len(members)})")
+    ax.set_ylabel(f"{with_unit(metric)}, mean ± std, n={len(members)}")
     ax.set_title(f"{run_dir.name}: {stage}")
     fig.tight_layout()
     save_png(fig, run_dir / "collect.png", dpi=120)

@@ -73,11 +73,12 @@ class StageJob(submitit.helpers.Checkpointable):
             f.flush()
             # The child ignores USR2 (SIG_IGN survives exec): only this process handles
             # preemption, stops the child cleanly and requeues.
-            self._proc = subprocess.Popen(self.argv, stdout=f, stderr=subprocess.STDOUT, cwd=folder, env=env,
-                                          preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN))
+            proc = subprocess.Popen(self.argv, stdout=f, stderr=subprocess.STDOUT, cwd=folder, env=env,
+                                    preexec_fn=lambda: signal.signal(signal.SIGUSR2, signal.SIG_IGN))
+            self._proc = proc  # the USR2 handler stops it
             # Poll rather than block in wait(): the USR2 handler runs in this thread and must be
             # able to reap the child itself (a blocked wait() holds Popen's lock for a minute).
-            while (rc := self._proc.poll()) is None:
+            while (rc := proc.poll()) is None:
                 time.sleep(0.2)
         if rc != 0 and rank != 0 and self._preempted_since(started):
             # rank 0 is requeueing the job: our child lost its peer; wait to be killed by the

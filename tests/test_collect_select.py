@@ -54,3 +54,16 @@ def test_a_member_without_valid_loss_is_averaged_without_it_and_not_picked(tmp_p
     got = dict(zip(rows[0], rows[1]))
     assert got["error_mean"] == "6" and got["valid_loss_mean"] == "0.3" and got["members"] == "2"
     assert _pick_rows(md_path.read_text())[0][-3] == "(a member has no valid_loss)"
+
+
+def test_counts_every_member_shares_show_without_a_spread_and_units_are_named(tmp_path):
+    """collect.md: questions (50 in every member) as 50, not "50 ± 0"; the error as mean ± sample
+    std (10 and 2: 6 ± 5.7, by hand); the headers name the error's and the loss's units."""
+    run = _run_dir(tmp_path, [["m,1,0,,,test,,10.00,50,a.pt,d,0.300"], ["m,1,1,,,test,,2.00,50,b.pt,d,0.100"]])
+    _, md_path, _ = collect(run)
+    lines = md_path.read_text().splitlines()
+    head = next(ln for ln in lines if ln.startswith("| model"))
+    cells = dict(zip([c.strip() for c in head.strip("|").split("|")],
+                     [c.strip() for c in lines[lines.index(head) + 2].strip("|").split("|")]))
+    assert cells["questions"] == "50" and cells["error (%)"] == "6 ± 5.7"
+    assert cells["valid_loss (bits)"] == "0.2 ± 0.14"

@@ -354,6 +354,37 @@ def test_guides_are_short_and_clean():
                 f"{rel}: 'session' outside SLURM's meaning: ...{around}..."
 
 
+OUTPUT_FLAGS = ("--out", "--save-dir", "--destdir", "--run-dir", "-d")
+
+
+def test_try_it_outputs_are_ignored_by_git():
+    """`git status` stays clean after the Try-it blocks of the README and the guides and after
+    `make quickstart` (its --out default): every folder they write is in .gitignore."""
+    from nesyseq.cli import quickstart
+
+    outputs = {quickstart_default(quickstart)}
+    for rel in ["README.md"] + [f"docs/{g}.md" for g in GUIDES]:
+        text = (ROOT / rel).read_text(encoding="utf-8")
+        section = re.search(r"^## Try it\b.*?\n(.*?)(?=^## |\Z)", text, re.S | re.M).group(1)
+        for _, lang, ill, body in fenced_blocks(section):
+            if lang in TEXT_LANGS or ill:
+                continue
+            words = shlex.split(re.sub(r"\\\n", " ", body), comments=True)
+            for flag, value in zip(words, words[1:]):
+                if flag in OUTPUT_FLAGS:
+                    outputs.add(re.sub(r"^\$(PWD|\{PWD\})/", "", value).split("/")[0])
+    assert {"qa-try", "quickstart", "math-try", "runs"} <= outputs
+    for out in sorted(outputs):
+        r = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", f"{out}/x"], capture_output=True)
+        assert r.returncode == 0, f"{out}/ (a Try-it output) is not in .gitignore"
+
+
+def quickstart_default(module) -> str:
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    return parser.get_default("out")
+
+
 @pytest.mark.slow
 def test_qa_try_it_runs(tmp_path):
     """docs/qa.md's try-it block, run as written (bAbI-style data, stpr, CPU, a few hundred updates)."""
@@ -364,5 +395,8 @@ def test_qa_try_it_runs(tmp_path):
     script = f"set -euo pipefail\ncd {shlex.quote(str(tmp_path))}\nln -s {shlex.quote(str(ROOT / 'user_dir'))} user_dir\n{body}\n"
     res = subprocess.run(["bash", "-c", script], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert res.returncode == 0, res.stdout[-3000:]
+    # quiet by default: none of the known-harmless third-party notices (nesyseq/common/quiet.py)
+    for noise in ("UserWarning", "FutureWarning", "Please install tensorboardX", "pin_memory"):
+        assert noise not in res.stdout, f"{noise!r} in the try-it output:\n{res.stdout[-3000:]}"
     reports = list(tmp_path.rglob("qa_results.csv")) + list(tmp_path.rglob("qa_external.json"))
     assert reports, f"the try-it block wrote no evaluation report:\n{res.stdout[-1500:]}"

@@ -262,3 +262,25 @@ def test_commit_names_modified_tracked_files(tmp_path):
     assert lane.repo_commit(tmp_path) == head
     (tmp_path / "a.py").write_text("x = 2\n")
     assert lane.repo_commit(tmp_path) == f"{head}+1 modified"
+
+
+def test_the_default_lane_has_the_folnet_lean_step_and_precision_last():
+    names = [s.name for s in lane.plan("py", Path("/w"), lane.expand_steps(
+        "tests,folnet_lean,smoke,bench,precision".split(",")), ["memnet"])]
+    assert names[:2] == ["tests", "bench:folnet_lean"] and names[-1] == "precision"
+    (lean,) = [s for s in lane.plan("py", Path("/w"), ["folnet_lean"])]
+    assert "benchmarks/bench_folnet_lean.py" in " ".join(lean.cmd) and "--device" in lean.cmd
+    assert "tests/test_precision_cuda.py" not in lane.plan("py", Path("/w"), ["tests"])[0].cmd
+
+
+def test_folnet_lean_benchmark_runs_on_cpu(capsys):
+    """Every line of the lane's FOLNet lean step runs here too, at tiny widths (its CUDA-only lines:
+    the device name, the stream sync and the allocator's peak)."""
+    import importlib.util as iu
+    spec = iu.spec_from_file_location("bench_folnet_lean", REPO / "benchmarks" / "bench_folnet_lean.py")
+    bench = iu.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--device", "cpu", "--quick"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| lean |") or line.startswith("| plain |")]
+    assert len(rows) == 6 and "| fp16 autocast |" in out

@@ -1,6 +1,6 @@
 """Every precision fairseq offers, on CUDA, for every model family: 200 updates of
 ``fairseq-train`` with --bf16, --memory-efficient-bf16, --fp16 and --amp track the fp32 loss
-curve.  CUDA only (``make test-gpu`` runs it; tools/gpu_lane.py lists it in CUDA_TESTS); the
+curve.  CUDA only (``make test-gpu`` runs it; tools/gpu_lane.py runs it as its own step, precision, last); the
 option handling is tests/test_bf16_option.py's, on CPU.
 
 Tolerance: at every logged update (every 20) the loss is within 10% of fp32's, relative to

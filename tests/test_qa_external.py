@@ -165,7 +165,7 @@ def test_command_line(trained, tmp_path):
     assert "unseen types" in out and "zorba" in out and "(n=2)" in out
     assert (tmp_path / "rep" / "qa_external.json").is_file()
     rows = (tmp_path / "rep" / "qa_external.csv").read_text().splitlines()
-    assert rows[0] == "file,questions,error,unseen_types,types,unseen_tokens,tokens" and len(rows) == 3
+    assert rows[0] == "file,test,questions,error,unseen_types,types,unseen_tokens,tokens" and len(rows) == 3
     assert rows[1] == rows[2] and rows[1].startswith(f"{FIXTURE},")   # the same checkpoint twice
     p = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "evaluate", "qa", "--checkpoint", str(ckpt),
                         "--babi-file", str(MALFORMED), "--data", str(data)], capture_output=True, text=True,
@@ -180,13 +180,34 @@ def test_table_over_several_checkpoints_gives_mean_and_std_per_file():
         return {"file": f, "checkpoint": ck, "questions": 10, "error": err, "unseen_types": 2, "types": 9,
                 "unseen_tokens": 5, "tokens": 40}
 
-    text = external_table([res("a.txt", "s0", 1.0), res("b.txt", "s0", 30.0),
-                           res("a.txt", "s1", 4.0), res("b.txt", "s1", 30.0)])
+    a, b = "run/raw/qa2_test.txt", "run/zero_shot/qa2_test_rooms.txt"
+    text = external_table([res(a, "s0", 1.0), res(b, "s0", 30.0), res(a, "s1", 4.0), res(b, "s1", 30.0)])
+    assert text.splitlines()[0].startswith("| file | test | questions | error (%) | per checkpoint (%) |")
     rows = text.splitlines()[2:]
-    # by hand: a: (1 + 4) / 2 = 2.5, population std 1.5; b: 30, std 0
-    assert rows == ["| a.txt | 10 | 2.50 ± 1.50 (n=2) | 1.0 / 4.0 | 2 / 9 | 5 / 40 |",
-                    "| b.txt | 10 | 30.00 ± 0.00 (n=2) | 30.0 / 30.0 | 2 / 9 | 5 / 40 |"]
-    assert external_table([res("a.txt", "s0", 1.0)]).splitlines()[2].startswith("| a.txt | 10 | 1.00 | 1.0 |")
+    # by hand: a: (1 + 4) / 2 = 2.5, population std 1.5; b: 30, std 0; the original test labelled as such
+    assert rows == [f"| {a} | original | 10 | 2.50 ± 1.50 (n=2) | 1.0 / 4.0 | 2 / 9 | 5 / 40 |",
+                    f"| {b} | zero-shot rooms | 10 | 30.00 ± 0.00 (n=2) | 30.0 / 30.0 | 2 / 9 | 5 / 40 |"]
+    assert external_table([res("a.txt", "s0", 1.0)]).splitlines()[2].startswith("| a.txt | - | 10 | 1.00 | 1.0 |")
+
+
+def test_progress_lines_on_a_long_file():
+    import io
+
+    from nesyseq.evaluations.qa_external import FileProgress
+
+    out = io.StringIO()
+    show = FileProgress("[2/5] qa2_test_rooms.txt", every=0.0, stream=out)
+    for done in (256, 512, 1000):
+        show(done, 1000)
+    show.done({"questions": 1000, "error": 0.4})
+    lines = out.getvalue().splitlines()
+    assert [ln.split(", ")[0] for ln in lines[:2]] == ["evaluate qa: [2/5] qa2_test_rooms.txt: 256/1000 questions",
+                                                       "evaluate qa: [2/5] qa2_test_rooms.txt: 512/1000 questions"]
+    assert len(lines) == 3 and lines[2].startswith("evaluate qa: [2/5] qa2_test_rooms.txt: 1000 questions, error 0.40%")
+    quiet = io.StringIO()
+    show = FileProgress("f", every=60.0, stream=quiet)   # a short file: only its end
+    show(256, 1000)
+    assert quiet.getvalue() == ""
 
 
 def test_unseen_words_line_names_the_first_words_and_counts_the_rest():

@@ -131,7 +131,12 @@ def test_carried_model_gives_the_same_outputs_for_every_shared_word(kind, tmp_pa
     assert torch.equal(m2.decoder.beta_logit, m1.decoder.beta_logit)
     # a fresh training state: fairseq's --restore-file would otherwise resume task 1's counters
     assert state["last_optimizer_state"] is None and state["optimizer_history"] == [{"num_updates": 0}]
-    assert state["extra_state"] == {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2}}
+    # and the record of the dictionary its ids index now: task 2's (nesyseq/common/dictionaries.py)
+    from nesyseq.common.dictionaries import fingerprint
+
+    record = {"source": fingerprint(d2.symbols), "target": fingerprint(d2.symbols)}
+    assert state["extra_state"] == {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "version": 2},
+                                    "dictionaries": record}
 
 
 def test_new_words_get_fresh_rows_and_tied_weights_stay_tied(carried, tmp_path):

@@ -407,12 +407,15 @@ def test_failure_cause_prefers_the_requeue_limit_over_the_stopped_childs_error(t
 def test_a_failed_local_stage_still_writes_the_whole_jobs_record(tmp_path):
     """--executor local, a stage that fails: the launch exits with the stage named, and jobs.json
     has the same keys as after a finished launch (git commit, executor), so `status` and a later
-    look at the run know which code ran."""
+    look at the run know which code ran; it lists every job from the start, the ones after the
+    failed stage as not started."""
     run_dir = tmp_path / "failing"
     proc = nesyseq("launch", "qa", "task=99", "--executor", "local", "--run-dir", run_dir, check=False)
     assert proc.returncode != 0 and "stage prepare failed" in proc.stderr, proc.stderr
     record = json.loads((run_dir / "jobs.json").read_text())
     assert record["experiment"] == "qa" and record["executor"] == "local"
     assert record["git_commit"] and record["git_commit"] == (Path(record["jobs"][0]["folder"]) / "git_commit.txt").read_text().strip()
-    assert [r["stage"] for r in record["jobs"]] == ["prepare"]
-    assert "FAILED" in nesyseq("status", run_dir, check=False).stdout
+    assert [(r["stage"], r["state"]) for r in record["jobs"]] == [("prepare", "FAILED"), ("train", "NOT STARTED"),
+                                                                  ("evaluate", "NOT STARTED")]
+    status = nesyseq("status", run_dir, check=False).stdout
+    assert "FAILED" in status and status.count("NOT STARTED") == 2, status

@@ -12,12 +12,15 @@
         /opt/torch/.venv/bin/python): install from --wheels the packages this interpreter
         lacks (``pip install --no-index --no-deps --target SITE``), then run every step:
           tests     the CUDA tests (tests/test_trans_cuda.py) and the kernel launch/layout tests
+          folnet_lean  benchmarks/bench_folnet_lean.py: FOLNet's lean path, a bf16 and an fp16
+                    training step against fp32, lean vs plain step time and peak memory
           smoke     a few fairseq-train updates on the GPU per model family: tp_transformer,
                     folnet (masked LM, Triton trans), folnet_transformer, memnet and stpr (QA),
                     tpru
           bench     benchmarks/bench_trans.py (Triton trans kernels vs eager), a small sweep;
                     benchmarks/bench_qa_split.py (the QA models' updates/s with the vectorised
                     split_story against the row-by-row one)
+          precision tests/test_precision_cuda.py: 200 updates per family in every fairseq precision
         and write a dated summary, docs/gpu_runs/<UTC date>_<gpu>.md (GPU, versions, pass
         counts, the smoke runs' figures, the benchmarks' tables), atomically.  ``--dry-run`` prints the commands and
         runs nothing.
@@ -50,8 +53,10 @@ PROVIDED_PREFIXES = ("nvidia-", "cuda-")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 PYTHON_VERSION = "3.12"
 
-CUDA_TESTS = ["tests/test_trans_cuda.py", "tests/test_trans_launch.py", "tests/test_trans_layout.py",
-              "tests/test_precision_cuda.py"]
+CUDA_TESTS = ["tests/test_trans_cuda.py", "tests/test_trans_launch.py", "tests/test_trans_layout.py"]
+# 200 updates per family and precision (24 trainings): its own step, last, so a short loan's
+# --budget cuts it rather than the CUDA tests
+PRECISION_TESTS = ["tests/test_precision_cuda.py"]
 SMOKE_UPDATES = 30
 MIN_STEP_SECONDS = 20    # under --budget, a step with less time left than this is not started
 
@@ -153,7 +158,7 @@ SMOKE = {
     "tpru": ("pairs", ["--task", "translation", "-s", "src", "-t", "tgt", "--arch", "tpru_tiny",
                        "--criterion", "cross_entropy", "--optimizer", "adam", "--lr", "3e-3", "--max-tokens", "800"]),
 }
-STEPS = ("tests", "smoke", "bench_trans", "bench_qa")
+STEPS = ("tests", "folnet_lean", "smoke", "bench_trans", "bench_qa", "precision")
 ALIASES = {"bench": ("bench_trans", "bench_qa")}
 
 
@@ -228,6 +233,19 @@ def _bench_trans(py, work, families, device, tests) -> List[Step]:
                                  "--markdown", str(work / "bench_trans.md")], 600, "bench", str(REPO))]
 
 
+def _precision(py, work, families, device, tests) -> List[Step]:
+    return [Step("precision", [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", *PRECISION_TESTS],
+                 900, "pytest", str(REPO))]
+
+
+def _folnet_lean(py, work, families, device, tests) -> List[Step]:
+    # FOLNet's default (lean) path: a bf16 and an fp16 training step against fp32, and lean vs plain
+    # step time and peak memory, folnet_base widths x 4 layers, batch 8 x T 256
+    return [Step("bench:folnet_lean", [py, str(REPO / "benchmarks" / "bench_folnet_lean.py"), "--device", device,
+                                       "--T", "256", "--batch", "8", "--layers", "4", "--repeats", "5",
+                                       "--markdown", str(work / "folnet_lean.md")], 300, "bench", str(REPO))]
+
+
 def _bench_qa(py, work, families, device, tests) -> List[Step]:
     # bAbI-shaped batches of 32 (the runs of docs/qa.md), on the lane's device
     return [Step("bench:qa_split", [py, str(REPO / "benchmarks" / "bench_qa_split.py"), "--device", device,
@@ -235,7 +253,8 @@ def _bench_qa(py, work, families, device, tests) -> List[Step]:
                                     "--markdown", str(work / "bench_qa_split.md")], 600, "bench", str(REPO))]
 
 
-_GROUPS = {"tests": _tests, "smoke": _smoke, "bench_trans": _bench_trans, "bench_qa": _bench_qa}
+_GROUPS = {"tests": _tests, "folnet_lean": _folnet_lean, "smoke": _smoke, "bench_trans": _bench_trans,
+           "bench_qa": _bench_qa, "precision": _precision}
 
 
 def write_corpora(work: Path, seed: int = 0) -> None:
@@ -581,6 +600,7 @@ def run_step(cmd: List[str], cwd: str, env: Dict[str, str], limit: int):
 
 
 def cmd_run(args) -> int:
+    started = time.time()  # --budget counts from here: the wheel install is part of it
     py = args.python
     work = Path(args.work).resolve()
     steps_wanted = [s for s in args.steps.split(",") if s]
@@ -620,7 +640,7 @@ def cmd_run(args) -> int:
         atomic_write_text(path, text)
         return text
 
-    deadline = time.time() + args.budget if args.budget > 0 else None
+    deadline = started + args.budget if args.budget > 0 else None
     for i, s in enumerate(steps):
         limit = s.timeout
         if deadline is not None:
@@ -661,10 +681,10 @@ def main(argv=None) -> int:
     r.add_argument("--wheels", default=str(REPO / ".whl"))
     r.add_argument("--site", default="/tmp/nesyseq-gpu-site", help="where the wheels are installed (--target)")
     r.add_argument("--work", default="/tmp/nesyseq-gpu-lane", help="data, checkpoints and logs of this run")
-    r.add_argument("--steps", default="tests,smoke,bench",
+    r.add_argument("--steps", default="tests,folnet_lean,smoke,bench,precision",
                    help=f"comma-separated, run in this order: {', '.join(STEPS)} (bench = bench_trans,bench_qa)")
     r.add_argument("--budget", type=int, default=0,
-                   help="seconds for all steps together: each step's time limit is cut to what is left, a step "
+                   help="seconds for the whole run from its start (the wheel install included): each step's time limit is cut to what is left, a step "
                         "with under %d s left is not run; the summary is rewritten after every step" % MIN_STEP_SECONDS)
     r.add_argument("--tests", default="", help="the tests step's files, comma-separated (default: "
                    + ",".join(CUDA_TESTS) + ")")

@@ -23,6 +23,7 @@ than cuBLAS.
 """
 import torch
 
+from .devices import activation_dtype, autocast_dtype
 from .eager import trans_eager
 from .reference import MASK_KINDS, TransMask, allowed_masks, trans_reference
 from . import trans_triton as _tt  # imports triton lazily
@@ -54,13 +55,20 @@ def auto_path(K, mask) -> str:
     return "triton"
 
 
-def trans_path(K_dtype, K_is_cuda: bool, K_shape, mask, impl: str) -> str:
-    """The path ``trans`` takes for logits of this dtype / device / shape: 'triton', 'eager' or 'torch'."""
-    if impl in ("torch", "eager"):
+def trans_path(K_dtype, device_type: str, K_shape, mask, impl: str, triton_ok=None) -> str:
+    """The path ``trans`` takes for logits of this dtype / device type / shape: 'triton', 'eager' or 'torch'.
+
+    The one dispatch table of trans (``trans`` and FOLNet's ``Trans`` both read it).  'auto' takes
+    the kernels only for CUDA tensors of a kernel dtype when triton imports (``triton_ok``, a test
+    may pass it), and then ``auto_path`` may still choose eager; CPU tensors never touch triton.
+    """
+    if impl not in TRANS_IMPLS:
+        raise ValueError(f"--folnet-trans-impl={impl!r}; valid: {', '.join(TRANS_IMPLS)}")
+    if impl != "auto":
         return impl
-    if impl == "triton":
-        return "triton"
-    if K_is_cuda and K_dtype in _tt.SUPPORTED_DTYPES and _triton_module() is not None:
+    if triton_ok is None:
+        triton_ok = device_type == "cuda" and _triton_module() is not None
+    if device_type == "cuda" and K_dtype in _tt.SUPPORTED_DTYPES and triton_ok:
         return auto_path(torch.empty(K_shape, dtype=K_dtype, device="meta"), mask)
     return "torch"
 
@@ -75,25 +83,15 @@ def trans(K, v, mask=None, v_enc=None, impl: str = "auto"):
 
     See ``triton_kernels.reference`` for shapes and mask semantics.
     """
-    if impl not in TRANS_IMPLS:
-        raise ValueError(f"--folnet-trans-impl={impl!r}; valid: {', '.join(TRANS_IMPLS)}")
-    if impl == "torch":
+    path = trans_path(K.dtype, K.device.type, K.shape, mask, impl)
+    if path == "torch":
         return trans_reference(K, v, mask, v_enc)
-    if impl == "eager":
+    if path == "eager":
         return trans_eager(K, v, mask, v_enc)
-    if impl == "auto":
-        # CPU tensors never touch triton (not even its import)
-        if K.is_cuda and K.dtype in _tt.SUPPORTED_DTYPES and _triton_module() is not None:
-            if auto_path(K, mask) == "eager":
-                return trans_eager(K, v, mask, v_enc)
-            return _tt.trans_triton(K, v, mask, v_enc)
-        return trans_reference(K, v, mask, v_enc)
-    mod = _triton_module()
-    # impl == "triton"
-    if mod is None:
+    if _triton_module() is None:
         raise TransKernelUnavailable("--folnet-trans-impl=triton: the triton package is not importable")
-    return mod.trans_triton(K, v, mask, v_enc)
+    return _tt.trans_triton(K, v, mask, v_enc)
 
 
-__all__ = ["EAGER_UNMASKED_DTYPES", "EAGER_UNMASKED_MIN_COLUMNS", "MASK_KINDS", "TRANS_IMPLS", "auto_path", "trans_eager", "TransConfig", "TransKernelUnavailable", "TransMask", "allowed_masks", "trans", "trans_from_atoms", "trans_path",
+__all__ = ["EAGER_UNMASKED_DTYPES", "EAGER_UNMASKED_MIN_COLUMNS", "MASK_KINDS", "TRANS_IMPLS", "activation_dtype", "auto_path", "autocast_dtype", "trans_eager", "TransConfig", "TransKernelUnavailable", "TransMask", "allowed_masks", "trans", "trans_from_atoms", "trans_path",
            "trans_reference"]

@@ -34,6 +34,7 @@ from typing import Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
+from .devices import activation_dtype
 from .reference import TransMask, trans_reference
 
 KIND_IDS = {"none": 0, "causal": 1, "prefix": 2, "encdec": 3}
@@ -166,7 +167,13 @@ def interpreter_usable() -> bool:
 
 def _mode_for(t: Tensor) -> bool:
     """True: interpreter; False: compiled.  Raises when neither applies."""
-    if t.is_cuda:
+    return kernel_mode(t.device)
+
+
+def kernel_mode(device: torch.device) -> bool:
+    """The kernels' mode for tensors on ``device``: False compiled (CUDA), True the interpreter
+    (TRITON_INTERPRET=1, CPU tensors).  Raises ``TransKernelUnavailable`` when neither applies."""
+    if device.type == "cuda":
         if not triton_available():
             raise TransKernelUnavailable("impl='triton' needs the triton package")
         return False
@@ -180,7 +187,7 @@ def _mode_for(t: Tensor) -> bool:
         return True
     raise TransKernelUnavailable(
         "impl='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for the CPU interpreter); "
-        f"got tensors on {t.device}. Use impl='auto' or 'torch' here.")
+        f"got tensors on {device}. Use impl='auto' or 'torch' here.")
 
 
 # ---------------------------------------------------------------------------
@@ -482,7 +489,7 @@ class TransFromAtoms(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, Wk, Wv, T: int, mask, config):
         B, D2 = x.shape[0], Wk.shape[0]
-        dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+        dtype = activation_dtype(x.device.type, x.dtype)
         K = _project(x, Wk, dtype, (B, D2, T, T))
         v = _project(x, Wv, dtype, (B, D2, T, T))
         interpret = _mode_for(K)
@@ -524,7 +531,7 @@ def trans_from_atoms(x: Tensor, Wk: Tensor, Wv: Tensor, mask: Optional[TransMask
     B, T, T2, C = x.shape
     if T != T2:
         raise ValueError(f"trans_from_atoms: square binary atoms expected, got {tuple(x.shape)}")
-    act = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+    act = activation_dtype(x.device.type, x.dtype)
     if act not in SUPPORTED_DTYPES:
         raise TransKernelUnavailable(f"Triton trans supports fp32/fp16/bf16, got {act}")
     _mode_for(x)

@@ -45,6 +45,8 @@ COMMANDS = {
     ("prepare", "qa"): ("nesyseq.data_prep.qa_cli", "bAbI folder or bAbI-style generator -> fairseq data for --task babi_qa"),
     ("prepare", "qa-zero-shot"): ("nesyseq.data_prep.qa_zero_shot", "the paper's zero-shot test files: bAbI test files with unseen rooms / objects / people"),
     ("evaluate", "qa"): ("nesyseq.evaluations.qa_eval", "answer error of babi_qa checkpoints: table, CSV, PNGs"),
+    ("evaluate", "qa-table1"): ("nesyseq.evaluations.qa_table1", "one Table-1 bAbI run: the test error of its "
+                                "checkpoint_best.pt and its learning curve, as CSVs"),
     ("memory", "folnet"): ("nesyseq.evaluations.folnet_memory", "predicted peak GPU training memory of FOLNet from counted saved bytes"),
     ("user-dir", None): ("nesyseq.cli.paths", "print the folder to give fairseq's --user-dir (installed or checkout)"),
     ("quickstart", None): ("nesyseq.cli.quickstart", "small end-to-end Mathematics Dataset run"),
@@ -142,6 +144,9 @@ def quiet_third_party_logging() -> None:
 
 
 def main(argv=None) -> int:
+    from nesyseq.common.quiet import install
+
+    install()   # the known-harmless third-party warnings (nesyseq/common/quiet.py)
     argv = sys.argv[1:] if argv is None else list(argv)
     if selected_command(argv) != ("train", None):   # `nesyseq train` is fairseq-train: its log stays
         quiet_third_party_logging()

@@ -72,7 +72,9 @@ def run(args) -> int:
     if args.arch not in ARCH_MODEL_REGISTRY:
         close = sorted(a for a in ARCH_MODEL_REGISTRY if a.startswith(("tp_", "transformer_math")))
         raise UserError(f"--arch {args.arch}: no such architecture (e.g. {', '.join(close)})")
-    out = Path(args.out).resolve()
+    from nesyseq.common.out_folder import check_out_path
+
+    out = check_out_path(args.out).resolve()   # a file, or a folder that cannot be written: one line, now
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
 

@@ -8,29 +8,15 @@ redrawn bar on a terminal, plain lines otherwise (CI logs, pipes).
 """
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import List, Optional, TextIO
 
-_UPDATES = re.compile(r"num_updates[= ](\d+)")
-_LOSS = re.compile(r"(?<![a-z_])loss[= ]([0-9.]+(?:e[-+]?\d+)?)")
+from nesyseq.common.train_log import parse_line, progress_text
 
-
-def parse_line(line: str):
-    """(updates, loss, is_valid) of a fairseq log line, or None if it has no progress."""
-    m = _UPDATES.search(line)
-    if not m:
-        return None
-    loss = _LOSS.search(line)
-    return int(m.group(1)), (float(loss.group(1)) if loss else None), "valid on" in line
-
-
-def _fmt_time(seconds: float) -> str:
-    m, s = divmod(int(seconds), 60)
-    return f"{m}:{s:02d}"
+__all__ = ["parse_line", "Progress", "run_with_progress"]
 
 
 class Progress:
@@ -50,16 +36,9 @@ class Progress:
         self._show(is_valid)
 
     def _text(self) -> str:
-        parts = [f"{self.updates}/{self.total} updates"]
-        if self.loss is not None:
-            parts.append(f"loss {self.loss:.3f}")
-        if self.valid_loss is not None:
-            parts.append(f"valid loss {self.valid_loss:.3f}")
         elapsed = time.monotonic() - self.t0
-        parts.append(f"{_fmt_time(elapsed)} elapsed")
-        if 0 < self.updates < self.total:
-            parts.append(f"~{_fmt_time(elapsed * (self.total - self.updates) / self.updates)} left")
-        return ", ".join(parts)
+        left = elapsed * (self.total - self.updates) / self.updates if 0 < self.updates < self.total else None
+        return progress_text(self.updates, self.total, self.loss, self.valid_loss, elapsed, left)
 
     def _show(self, is_valid: bool) -> None:
         if self.tty:

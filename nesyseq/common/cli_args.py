@@ -74,19 +74,36 @@ def out_dir(args, checkpoint: Optional[str], name: str) -> Path:
     return Path(checkpoint).resolve().parent / name
 
 
-def check_checkpoint_file(path, flag: str = "--checkpoint") -> Path:
-    """A checkpoint torch can open: it exists and its zip container is whole (torch.save writes a
-    zip whose directory sits at the end, so a truncated copy fails here, in one line naming it,
-    instead of deep inside torch.load or a fairseq subprocess)."""
+def checkpoint_file_problem(path) -> Optional[str]:
+    """Why ``path`` is not a checkpoint torch can open, or None: it exists and its zip container is
+    whole (torch.save writes a zip whose directory sits at the end, so an empty or truncated copy
+    fails here, before torch.load, which would fail without naming the file)."""
     import zipfile
 
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{flag} {path}: no such file")
+        return "no such file"
     try:
         with zipfile.ZipFile(path) as z:
             if not z.namelist():
                 raise zipfile.BadZipFile("empty archive")
     except (zipfile.BadZipFile, OSError) as exc:
-        raise UserError(f"{flag} {path}: not a readable checkpoint (truncated or not a torch file: {exc})") from None
+        what = "an empty file" if path.stat().st_size == 0 else "truncated or not a torch file"
+        return f"{what}: {exc}"
+    return None
+
+
+def named(flag: str, value) -> str:
+    """``--checkpoint X``, or ``ckpt=X`` for a key of a ``--run`` spec (a flag ending in '=')."""
+    return f"{flag}{value}" if flag.endswith("=") else f"{flag} {value}"
+
+
+def check_checkpoint_file(path, flag: str = "--checkpoint") -> Path:
+    """A checkpoint torch can open (:func:`checkpoint_file_problem`), else a one-line error naming it."""
+    path = Path(path)
+    problem = checkpoint_file_problem(path)
+    if problem == "no such file":
+        raise UserError(f"{named(flag, path)}: no such file")
+    if problem:
+        raise UserError(f"{named(flag, path)}: not a readable checkpoint ({problem})")
     return path

@@ -37,7 +37,8 @@ def fairseq_generate(cmd_args, out_dir: Path, subset: str, cpu: bool, what: str)
     """Run ``fairseq-generate`` with ``cmd_args`` (everything after the executable; it must
     include ``--results-path out_dir``), keep its whole output in ``generate-SUBSET.log`` and
     return the ``generate-SUBSET.txt`` it wrote.  A failure is a one-line ``UserError``
-    naming ``what`` and the log, with the log's last lines."""
+    naming ``what``, the log's last line and the log; the partial (often empty)
+    ``generate-SUBSET.txt`` of a failed run is removed, so no result file is left that looks like one."""
     import subprocess
 
     from nesyseq.common.errors import UserError
@@ -48,7 +49,13 @@ def fairseq_generate(cmd_args, out_dir: Path, subset: str, cpu: bool, what: str)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=small_cpu_env(cpu))
     log = Path(out_dir) / f"generate-{subset}.log"
     log.write_text(proc.stdout)
+    result = Path(out_dir) / f"generate-{subset}.txt"
     if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
-        raise UserError(f"fairseq-generate failed on {what} (log: {log}):\n{tail}")
-    return Path(out_dir) / f"generate-{subset}.txt"
+        try:
+            result.unlink()
+        except FileNotFoundError:
+            pass
+        lines = [ln.strip() for ln in proc.stdout.splitlines() if ln.strip()]
+        last = lines[-1][:300] if lines else f"exit status {proc.returncode}"
+        raise UserError(f"fairseq-generate failed on {what}: {last} (whole log: {log})")
+    return result

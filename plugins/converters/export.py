@@ -15,29 +15,18 @@ import io
 from pathlib import Path
 
 from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.common.dictionaries import RECORD_KEY
 from nesyseq.common.errors import UserError
 
 DTYPES = ("fp16", "fp32")
 
 
 def read_checkpoint(path: Path) -> dict:
-    """torch's safe loader (weights_only=True, plugins' safe globals); a file that is not a
-    readable checkpoint is a one-line error naming it."""
-    import torch
+    """The checkpoint as saved (evaluations/checkpoints.py: torch's safe loader; a file that is not
+    a readable fairseq checkpoint is a one-line error naming it)."""
+    from nesyseq.evaluations import checkpoints
 
-    from nesyseq.plugins import checkpoint_safety  # noqa: F401  (the one extra class fairseq pickles)
-
-    from nesyseq.common.cli_args import check_checkpoint_file
-
-    check_checkpoint_file(path)   # missing or truncated: one line naming it
-    try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # truncated zip, not a torch file, a refused global
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"--checkpoint {path}: not a readable checkpoint ({first[:160]})") from None
-    if not isinstance(state, dict) or "model" not in state or not ("cfg" in state or "args" in state):
-        raise UserError(f"--checkpoint {path}: not a fairseq checkpoint (no 'model' and 'cfg'/'args')")
-    return state
+    return checkpoints.read_raw(path)
 
 
 def _without_paths(cfg):
@@ -71,7 +60,8 @@ def export_weights(checkpoint, out, dtype: str = "fp16") -> dict:
     slim["optimizer_history"] = [{k: last[k] for k in ("criterion_name", "optimizer_name", "lr_scheduler_state",
                                                        "num_updates") if k in last}]
     extra = state.get("extra_state") or {}
-    slim["extra_state"] = {k: extra[k] for k in ("val_loss",) if k in extra}
+    # the validation loss for the record, and which dictionaries the weights index (the evaluators check it)
+    slim["extra_state"] = {k: extra[k] for k in ("val_loss", RECORD_KEY) if k in extra}
     slim["last_optimizer_state"] = None
     buf = io.BytesIO()
     torch.save(slim, buf)

@@ -52,11 +52,12 @@ import argparse
 import os
 import re
 from argparse import Namespace
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 
 from nesyseq.common.atomic import atomic_write
+from nesyseq.common.dictionaries import RECORD_KEY, fingerprint
 from nesyseq.common.errors import UserError
 
 # the models whose every vocabulary tensor ends with one of VOCAB_SUFFIXES (checked for each,
@@ -205,9 +206,9 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
     model = state["model"]
     rows = row_map(src, dst)
     gen = torch.Generator().manual_seed(seed)
-    report = {"words_kept": sum(r >= 0 for r in rows[dst.nspecial:]),
-              "words_new": [dst[j] for j, r in enumerate(rows) if r < 0],
-              "tensors": []}
+    report: Dict[str, Any] = {"words_kept": sum(r >= 0 for r in rows[dst.nspecial:]),
+                              "words_new": [dst[j] for j, r in enumerate(rows) if r < 0],
+                              "tensors": []}
     done = {}   # a tied weight (encoder and decoder keys, one storage) is re-indexed once, stays tied
     for key in list(model):   # state-dict order: each vocabulary tensor draws its new rows in turn
         w = model[key]
@@ -231,6 +232,8 @@ def warm_start(checkpoint: str, from_data: str, to_data: str, out: str, encoder_
         report["encoder_layers"] = grow_encoder(model, encoder_layers)
         _set_encoder_layers(state, encoder_layers)
     _fresh_training_state(state)
+    # its ids now index --to-data's dictionary: the record the evaluators check says so
+    state["extra_state"][RECORD_KEY] = {side: fingerprint(dst.symbols) for side in ("source", "target")}
     atomic_write(out, lambda tmp: torch.save(state, tmp))
     return report
 

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from nesyseq.plugins.layers.device_policy import autocast_dtype, binary_bool_path, bool_block_rows
 from nesyseq.plugins.layers.folnet_masks import FolnetMask
 from nesyseq.plugins.layers.folnet_ops import BINARY_MODULES, UNARY_MODULES, Trans, dropout
 from nesyseq.plugins.layers.symbolic_folnet import SymbolicJoinStream
@@ -70,7 +71,7 @@ class _NormKeepOutput(torch.autograd.Function):
 def norm(ln: nn.LayerNorm, x: Tensor, lean: bool) -> Tensor:
     """``ln(x)``; with ``lean`` (training, not under --compile) through ``_NormKeepOutput``."""
     if lean and torch.is_grad_enabled() and x.requires_grad and not torch.compiler.is_compiling():
-        if torch.is_autocast_enabled(x.device.type):  # autocast runs layer_norm in float32
+        if autocast_dtype(x.device.type) is not None:  # autocast runs layer_norm in float32
             with torch.autocast(x.device.type, enabled=False):
                 return _NormKeepOutput.apply(x.float(), ln.eps)
         return _NormKeepOutput.apply(x, ln.eps)
@@ -79,11 +80,9 @@ def norm(ln: nn.LayerNorm, x: Tensor, lean: bool) -> Tensor:
 
 class BoolFFN(nn.Module):
     """b (unary): u_hs(x) = sum_w K_hw(x) v_ws(x), the GELU FFN D -> F -> D (folnet.py:540-571).
+    The official bool has no inner dropout."""
 
-    ``dropout`` is kept for callers' signatures; the official bool has no inner dropout.
-    """
-
-    def __init__(self, dim: int, hidden: int, dropout: float = 0.0):
+    def __init__(self, dim: int, hidden: int):
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden)
         self.fc2 = nn.Linear(hidden, dim)
@@ -105,23 +104,25 @@ class BinaryBool(nn.Module):
         self.fc1 = nn.Linear(2 * dim, hidden)
         self.fc2 = nn.Linear(hidden, dim)
         self.skip = nn.Linear(dim, dim)
+        self.block_rows: Optional[int] = None  # pairs per block; None: device_policy.bool_block_rows
 
     def forward(self, u: Tensor, uT: Tensor, residual: Optional[Tensor] = None, ok: Optional[Tensor] = None,
                 lean: bool = True) -> Tensor:
         """``lean``: the blocked function on every device and under autocast, recomputing the hidden
         pre-activation in backward instead of keeping it; otherwise the blocked function on the CPU
-        without autocast (keeping the pre-activation) and the plain formula elsewhere."""
+        without autocast (keeping the pre-activation) and the plain formula elsewhere
+        (``device_policy.binary_bool_path``)."""
         dev = u.device.type
-        autocast = torch.is_autocast_enabled(dev)
-        # under --compile the plain formula: inductor fuses it, and the blocked loop is host code
-        if (lean or (dev == "cpu" and not autocast)) and not torch.compiler.is_compiling():
+        act = autocast_dtype(dev)
+        if binary_bool_path(dev, act is not None, lean, torch.compiler.is_compiling()) == "blocked":
+            rows = self.block_rows or bool_block_rows(dev)
             args = (u, uT, residual, ok, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias,
-                    self.skip.weight, self.skip.bias, lean)
-            if not autocast:
+                    self.skip.weight, self.skip.bias, rows, lean)
+            if act is None:
                 return _BinaryBoolFn.apply(*args)
             with torch.autocast(dev, enabled=False):  # autocast's casts, made by the function itself
-                return _BinaryBoolFn.apply(*args, torch.get_autocast_dtype(dev))
-        # elsewhere the plain formula (big cuBLAS matmuls; autocast casts the linears)
+                return _BinaryBoolFn.apply(*args, act)
+        # the plain formula (big cuBLAS matmuls; autocast casts the linears)
         out = self.fc2(F.gelu(self.fc1(torch.cat([u, uT], dim=-1)))) + self.skip(uT)
         out = out if residual is None else residual + out
         return out if ok is None else out * ok
@@ -132,8 +133,8 @@ class _BinaryBoolFn(torch.autograd.Function):
 
     The (B, X, A, 2·D2 -> F2) hidden layer is 4x wider than the binary atoms; run
     whole, its GELU and bias/residual passes stream tensors of F2 channels through
-    main memory.  Here each block of ``ROWS`` pairs (the hidden block is F2·ROWS
-    floats, cache-sized on CPU) goes through every step at once: gather [u; uT]
+    main memory.  Here each block of ``rows`` pairs (``device_policy.bool_block_rows``:
+    the hidden block is F2·rows floats, cache-sized on the CPU) goes through every step at once: gather [u; uT]
     (no full-size concatenation; uT may be a transposed view), fc1, GELU, fc2 and
     the skip accumulated into the output, the residual and the pair mask.
     Backward gathers the input block again and, with ``lean`` (the layer's default),
@@ -145,16 +146,15 @@ class _BinaryBoolFn(torch.autograd.Function):
     buffer is mmap-allocated by glibc and page-faults afresh every step).  Weight
     gradients accumulate block by block.  The arithmetic is the
     formula's (same products and sums); only the order of the weight-gradient
-    sums over pairs differs.  CPU only (``BinaryBool`` runs the plain formula elsewhere).
+    sums over pairs differs.  ``BinaryBool`` takes it where ``device_policy.binary_bool_path``
+    says 'blocked': always with ``lean``, else on the CPU without autocast.
     """
 
-    ROWS = 1 << 12
-
     @staticmethod
-    def _steps(u: Tensor):
+    def _steps(u: Tensor, rows: int):
+        """(b, x0, x1) blocks of about ``rows`` pairs: whole rows x of one batch element."""
         B, X, A, _ = u.shape
-        # on a GPU, blocks of ROWS_CUDA rows (kernel launches, not the cache, set the size there)
-        step = max(1, (_BinaryBoolFn.ROWS_CUDA if u.is_cuda else _BinaryBoolFn.ROWS) // A)
+        step = max(1, rows // A)
         for b in range(B):
             for x0 in range(0, X, step):
                 yield b, x0, min(X, x0 + step)
@@ -169,11 +169,7 @@ class _BinaryBoolFn(torch.autograd.Function):
         return xi  # (rows, 2·D2): [u; uT]
 
     @staticmethod
-    def _rows():
-        return _BinaryBoolFn.ROWS
-
-    @staticmethod
-    def forward(ctx, u, uT, residual, ok, W1, b1, W2, b2, Ws, bs, lean=False, compute_dtype=None):
+    def forward(ctx, u, uT, residual, ok, W1, b1, W2, b2, Ws, bs, rows: int, lean=False, compute_dtype=None):
         """``compute_dtype`` (autocast's dtype): the GEMMs and GELU in it, with the weights cast
         as autocast casts them; the output is residual's dtype (the residual stream), or it."""
         B, X, A, D = u.shape
@@ -185,7 +181,7 @@ class _BinaryBoolFn(torch.autograd.Function):
         out_dtype = residual.dtype if (mixed and residual is not None) else cd if mixed else u.dtype
         out = torch.empty(B, X, A, D, dtype=out_dtype, device=u.device)
         Zs = []  # pre-activation per block, saved (block-sized allocations)
-        steps = list(_BinaryBoolFn._steps(u))
+        steps = list(_BinaryBoolFn._steps(u, rows))
         buf = torch.empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D, dtype=cd, device=u.device)
         bo = (b2 + bs).to(cd)
         for b, x0, x1 in steps:
@@ -210,7 +206,7 @@ class _BinaryBoolFn(torch.autograd.Function):
             if ok is not None:
                 o.mul_(ok[b, x0:x1].reshape(n, 1))
         ctx.save_for_backward(u, uT, ok, W1, b1, W2, Ws, *Zs)
-        ctx.has_residual, ctx.lean, ctx.cd = residual is not None, lean, cd
+        ctx.has_residual, ctx.lean, ctx.cd, ctx.rows = residual is not None, lean, cd, rows
         ctx.wdtype = b2.dtype
         return out
 
@@ -233,7 +229,7 @@ class _BinaryBoolFn(torch.autograd.Function):
             else:
                 g.add_(torch.mm(a, b).to(g.dtype))
 
-        steps = list(_BinaryBoolFn._steps(u))
+        steps = list(_BinaryBoolFn._steps(u, ctx.rows))
         buf = torch.empty(max(x1 - x0 for _, x0, x1 in steps) * A, 2 * D, dtype=cd, device=u.device)
         zbuf = None if not ctx.lean else torch.empty(buf.shape[0], Fh, dtype=cd, device=u.device)
         for i, (b, x0, x1) in enumerate(steps):
@@ -253,7 +249,7 @@ class _BinaryBoolFn(torch.autograd.Function):
             guT[b, x0:x1].view(n, D).copy_(gx[:, D:])
         gb = gy_all.sum((0, 1, 2)).to(wd)
         g_res = gy_all if ctx.has_residual else None
-        return gu, guT, g_res, None, gW1, gb1, gW2, gb, gWs, gb.clone(), None, None
+        return gu, guT, g_res, None, gW1, gb1, gW2, gb, gWs, gb.clone(), None, None, None
 
 
 def transposed_binary(u2n: Tensor, mask: FolnetMask) -> Tensor:
@@ -479,5 +475,6 @@ class FolnetStack(nn.Module):
                 hiddens.append(u1)
         u2 = self.ln2(u2) if mask.dense else self.ln2(u2) * mask.pair_ok[..., None].to(u2.dtype)
         if s is not None:
+            assert self.sym_ln is not None, "a symbolic state needs a stack built with symbolic=True"
             return self.ln1(u1), u2, hiddens, self.sym_ln(s, slot_mask)
         return self.ln1(u1), u2, hiddens

@@ -26,6 +26,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from nesyseq.plugins.layers.device_policy import dense_mask_shortcut
 from nesyseq.triton_kernels import TransMask
 
 
@@ -95,8 +96,8 @@ def self_mask(kind: str, key_padding: Tensor, query_offset: int = 0, num_rows: O
     pair_ok = row_valid[:, :, None] & valid[:, None, :] & rel
     tm = TransMask(kind=kind, key_padding=key_padding, query_offset=query_offset,
                    prefix_lengths=prefix_lengths if kind == "prefix" else None)
-    # reading padding.any() on the host is free on CPU; on an accelerator it would sync
-    dense = (kind == "none" and query_offset == 0 and num_rows == T and dev.type == "cpu"
+    # reading padding.any() on the host is free on the CPU; on an accelerator it would sync
+    dense = (kind == "none" and query_offset == 0 and num_rows == T and dense_mask_shortcut(dev.type)
              and not bool(key_padding.any()))
     return FolnetMask(pair_ok=pair_ok, row_valid=row_valid, trans=tm, dense=dense)
 

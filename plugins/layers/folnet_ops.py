@@ -33,6 +33,7 @@ from torch import Tensor
 from nesyseq import triton_kernels
 from nesyseq.triton_kernels import TransMask
 
+from nesyseq.plugins.layers.device_policy import activation_dtype, autocast_dtype, byte_mask_dropout_needed
 from nesyseq.plugins.layers.folnet_masks import masked_softmax
 
 UNARY_OPS = "cjm"  # before the dot (bool "b" is always on)
@@ -94,11 +95,10 @@ class _MaskDropout(torch.autograd.Function):
 
 
 def dropout(x: Tensor, p: float, training: bool, lean: bool) -> Tensor:
-    """``F.dropout``; with ``lean`` in training on the CPU (not under --compile) through ``_MaskDropout``
-    (CUDA's ``F.dropout`` already keeps a 1-byte mask)."""
-    if lean and training and 0.0 < p < 1.0 and x.device.type == "cpu" and torch.is_grad_enabled() \
-            and x.requires_grad \
-            and not torch.compiler.is_compiling():
+    """``F.dropout``; with ``lean`` in training where ``F.dropout`` keeps a wide mask
+    (``device_policy.byte_mask_dropout_needed``: the CPU; not under --compile) through ``_MaskDropout``."""
+    if lean and training and 0.0 < p < 1.0 and byte_mask_dropout_needed(x.device.type) \
+            and torch.is_grad_enabled() and x.requires_grad and not torch.compiler.is_compiling():
         return _MaskDropout.apply(x, p)
     return F.dropout(x, p=p, training=training)
 
@@ -131,6 +131,7 @@ class Cjoin(nn.Module):
         return self._split(self.kernel(u1n))  # K (B, A, S, H) logits
 
     def columns_enc(self, enc: Tensor) -> Tensor:
+        assert self.kernel_enc is not None, "encoder columns need enc_dim"
         return self._split(self.kernel_enc(enc))  # K over a in I (B, Ti, S, H)
 
     # rows per chunk of the exact path: keeps the (B, rows, A, H, S) tile near 2^22 elements
@@ -225,6 +226,7 @@ class Join(nn.Module):
         return _heads(self.premise(u1n), self.H)  # v (B, A, H, S)
 
     def columns_enc(self, enc: Tensor) -> Tensor:
+        assert self.premise_enc is not None, "encoder columns need enc_dim"
         return _heads(self.premise_enc(enc), self.H)
 
     def forward(self, u2n: Tensor, v: Tensor, pair_ok: Tensor, dense: bool = False,
@@ -287,6 +289,7 @@ class Assoc(nn.Module):
         return _heads(self.premise(u1n), self.H)  # v (B, Y, H, S)
 
     def columns_enc(self, enc: Tensor) -> Tensor:
+        assert self.premise_enc is not None, "encoder columns need enc_dim"
         return _heads(self.premise_enc(enc), self.H)
 
     def forward(self, u1n: Tensor, v: Tensor) -> Tensor:
@@ -424,7 +427,7 @@ class _MatmulRebuildV(torch.autograd.Function):
         ctx.save_for_backward(P, x, W, b, m)
         ctx.v_shape, ctx.v_dtype = v.shape, v.dtype
         # under autocast the product runs in its dtype; backward does the same
-        ctx.cd = torch.get_autocast_dtype(P.device.type) if torch.is_autocast_enabled(P.device.type) else None
+        ctx.cd = autocast_dtype(P.device.type)
         return torch.matmul(P, v)
 
     @staticmethod
@@ -517,13 +520,9 @@ class Trans(nn.Module):
         (``triton_kernels.trans_from_atoms``).  ``v`` None: ``rows(u2n)``, made here when needed.
         The CPU shortcut for ``dense`` is taken under impl 'auto' and 'torch'."""
         B, X, A = u2n.shape[:3]
-        cpu_dense = dense and u2n.device.type == "cpu" and mask.kind == "none" and v_enc is None \
-            and self.impl in ("auto", "torch")
-        act = torch.get_autocast_dtype(u2n.device.type) if torch.is_autocast_enabled(u2n.device.type) else u2n.dtype
-        if lean and not cpu_dense and v_enc is None and X == A and not (self.training and self.dropout > 0) \
-                and torch.is_grad_enabled() and not torch.compiler.is_compiling() \
-                and triton_kernels.trans_path(act, u2n.is_cuda, (B, self.kernel.weight.shape[0], X, A), mask,
-                                              self.impl) == "triton":
+        path = self.path(u2n.device.type, activation_dtype(u2n.device.type, u2n.dtype), (B, X, A), mask,
+                         dense, lean, v_enc is not None)
+        if path == "atoms":
             # the kernels, with K and v rebuilt in backward from u2n (kept by the other readers)
             out = triton_kernels.trans_from_atoms(u2n, self.kernel.weight, self.premise.weight, mask)
             return self._write(out, writer, writer_bias, writer_extra, residual)
@@ -531,16 +530,38 @@ class Trans(nn.Module):
             v = self.rows(u2n)
         # K's bias is a per-channel constant under the softmax over a: left out (see _ToChannelMajor)
         K = _channel_major(self.kernel, u2n, add_bias=False)  # (B, D2, X, A) raw logits
-        if cpu_dense:
+        if path == "dense":
             P = torch.softmax(K, dim=-1, dtype=torch.float64 if K.dtype == torch.float64 else torch.float32)
             P = dropout(P, self.dropout, self.training, lean)  # folnet.py:502-503
             # lean (v computed from these u2n rows alone): v rebuilt in backward, not kept
             out = _matmul_premise(P, v.to(P.dtype), self.premise, u2n, None, lean).to(K.dtype)  # (B, D2, X, Y)
-        elif self.training and self.dropout > 0:
+        elif path == "dropout":
             out = triton_kernels.trans_eager(K, v, mask, v_enc, dropout=self.dropout)  # (B, D2, X, Y)
         else:
             out = triton_kernels.trans(K, v, mask, v_enc=v_enc, impl=self.impl)  # (B, D2, X, Y)
         return self._write(out, writer, writer_bias, writer_extra, residual)
+
+    def path(self, device_type: str, act_dtype: torch.dtype, shape, mask: TransMask, dense: bool, lean: bool,
+             has_enc: bool) -> str:
+        """How ``forward`` computes trans, a function of the device type (tests drive every arm on CPU):
+
+        'dense'    softmax_a K @ v with no masks: every pair allowed, on the CPU, impl auto/torch;
+        'dropout'  training with kernel dropout > 0: the eager masked softmax, dropout, matmul
+                   (the kernels fuse the softmax and never hold it);
+        'atoms'    ``lean`` and ``trans_path`` says triton (self masks, no encoder, grad on):
+                   the kernels with K and v rebuilt in backward (``trans_from_atoms``);
+        'kernel'   ``triton_kernels.trans`` under ``impl`` (its own table picks triton/eager/torch).
+        """
+        B, X, A = shape
+        if dense and device_type == "cpu" and mask.kind == "none" and not has_enc and self.impl in ("auto", "torch"):
+            return "dense"
+        training_dropout = self.training and self.dropout > 0
+        if lean and not has_enc and X == A and not training_dropout and torch.is_grad_enabled() \
+                and not torch.compiler.is_compiling() \
+                and triton_kernels.trans_path(act_dtype, device_type, (B, self.kernel.weight.shape[0], X, A), mask,
+                                              self.impl) == "triton":
+            return "atoms"
+        return "dropout" if training_dropout else "kernel"
 
     @staticmethod
     def _write(out, writer, writer_bias, writer_extra, residual):

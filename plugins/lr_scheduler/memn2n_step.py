@@ -53,7 +53,8 @@ class MemN2NStepSchedule(FairseqLRScheduler):
 
     def load_state_dict(self, state_dict):
         self.lr = state_dict.get("lr", self.lr)
-        self.best = state_dict.get("best", self.best)
+        if "best" in state_dict:  # FairseqLRScheduler's own best (None until a validation)
+            self.best = state_dict["best"]
 
     def step_begin_epoch(self, epoch):
         self.lr = memn2n_lr(self.cfg.lr[0], epoch, self.cfg.lr_decay_epochs, self.cfg.lr_shrink,

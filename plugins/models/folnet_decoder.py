@@ -15,7 +15,7 @@ segments of all past tokens; each step computes only the newest row.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 import torch.nn as nn
@@ -56,7 +56,7 @@ class FolnetDecoder(FairseqIncrementalDecoder):
                              "(folnet_transformer): φ numbers the source's words")
         self.stack = FolnetStack(**kwargs)
         self.max_pos = max_positions
-        self.alpha = None  # SymbolAlpha, set by folnet_transformer's build_model when symbolic
+        self.alpha: Any = None  # SymbolAlpha, set by folnet_transformer's build_model when symbolic
         self.symbolic_output = symbolic_output
         if self.symbolic_output:
             self.beta_logit = nn.Parameter(torch.zeros(()))  # β = 1/2 at init

@@ -2,7 +2,7 @@
 the flat source cut back into sentences (``split_story``), the decoder that emits the encoder's
 answer distribution (``AnswerDecoder``) and the encoder-decoder model around them (``QAModel``).
 """
-from typing import Tuple
+from typing import Any, Tuple
 
 import torch
 from fairseq.models import FairseqEncoderDecoderModel, FairseqIncrementalDecoder
@@ -76,8 +76,8 @@ class QAModel(FairseqEncoderDecoderModel):
     """An answer-distribution encoder (``encoder_class``, built with ``symbolic``) and the
     ``AnswerDecoder``: memnet / smn (qa_memnet.py) and tpr_rnn / stpr (qa_tpr.py)."""
     symbolic = False
-    encoder_class = None
-    config_class = None   # the model's FairseqDataclass
+    encoder_class: Any = None  # the encoder's class, set by each model
+    config_class: Any = None   # the model's FairseqDataclass, set by each model
 
     @classmethod
     def build_model(cls, cfg, task):

@@ -21,7 +21,7 @@ from nesyseq.plugins.patches._version import FORCE_ENV, UntestedFairseq, check  
 
 # in the order they are applied
 PATCHES = ("batch_remainder", "resume_batches", "plateau_state", "atomic_copy", "resume_budget",
-           "bf16_tpu", "cpu_distributed")
+           "bf16_tpu", "cpu_distributed", "checkpoint_files", "dictionary_record")
 
 
 def patch_module(name: str):

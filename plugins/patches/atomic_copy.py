@@ -5,9 +5,11 @@ best) atomically, temp file then rename (fairseq/checkpoint_utils.py:578-587), a
 others, checkpoint_last.pt among them, with ``PathManager.copy``, a plain ``shutil.copyfile`` onto
 the target (checkpoint_utils.py:139, file_io.py:71-76).  A job killed during that copy leaves a
 truncated checkpoint_last.pt, and every resume then fails on it.  We copy local files to a temp
-name and rename, so the old checkpoint_last.pt stays whole until the new one is.
+name and rename, so the old checkpoint_last.pt stays whole until the new one is; a copy that fails
+(a full disk) removes its temporary and ends the run in one line naming the file.
 """
-from nesyseq.plugins.patches._version import check
+from nesyseq.plugins.patches._version import check, mark_fixed
+from nesyseq.plugins.patches.checkpoint_files import save_failed_message
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 
@@ -35,12 +37,14 @@ def _install() -> None:
         try:
             shutil.copyfile(src_path, tmp)
             os.replace(tmp, dst_path)
+        except OSError as exc:   # a full disk: one line (plugins/patches/checkpoint_files.py), the old copy kept
+            raise SystemExit(save_failed_message(str(dst_path), exc)) from None
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
         return True
 
-    copy._nesyseq_fixed = True
+    mark_fixed(copy)
     PathManager.copy = staticmethod(copy)
 
 

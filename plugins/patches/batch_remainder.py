@@ -6,12 +6,14 @@ and silently drops the last partial batch: fairseq-generate decodes 16 of 20 tes
 validation scores a subset, every epoch skips a few training examples.  Upstream fairseq keeps
 that remainder as a final batch; so do we, by batching whatever the compiled code left out.
 """
+from typing import Any
+
 import numpy as np
 
 from nesyseq.plugins.patches._version import swap
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
-_original = None
+_original: Any = None  # the fairseq function this patch wraps, set by apply()
 
 
 def batch_by_size_keep_remainder(indices, num_tokens_fn=None, num_tokens_vec=None, max_tokens=None,

@@ -11,7 +11,7 @@ validate.py, eval_lm.py, interactive.py), before it reads cfg.common.tpu.  A rea
 implied tpu stays when torch_xla is importable and no CUDA device is visible, and an explicit
 --tpu on the command line is never touched.
 """
-from nesyseq.plugins.patches._version import check
+from nesyseq.plugins.patches._version import check, mark_fixed
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 
@@ -69,7 +69,7 @@ def _install_bf16_fix() -> None:
                 "pass --tpu explicitly to train on a TPU")
         return original(cfg, main, **kwargs)
 
-    call_main._nesyseq_fixed = True
+    mark_fixed(call_main)
     distributed_utils.call_main = call_main
 
 

@@ -7,11 +7,12 @@ while fairseq infers the init method we present local id 0; rank and world size 
 SLURM_PROCID / SLURM_NTASKS.  On a CUDA machine nothing changes.
 """
 import os
+from typing import Any
 
 from nesyseq.plugins.patches._version import swap
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
-_original = None
+_original: Any = None  # the fairseq function this patch wraps, set by apply()
 
 
 def infer_init_method_cpu_safe(cfg, force_distributed=False):

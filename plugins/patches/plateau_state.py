@@ -12,7 +12,7 @@ lr_step), and a scheduler loaded from it takes that step at its first step() cal
 Trainer.load_checkpoint makes (trainer.py:642) after it has loaded the optimizer (:630) whose lr
 the step may halve.  A checkpoint written without them owes no step.
 """
-from nesyseq.plugins.patches._version import check
+from nesyseq.plugins.patches._version import check, mark_fixed
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 _PLATEAU_KEYS = ("num_bad_epochs", "cooldown_counter")
@@ -67,7 +67,7 @@ def _install() -> None:
             if plateau:
                 sched._nesyseq_step_owed = None
 
-    state_dict._nesyseq_fixed = True
+    mark_fixed(state_dict)
     cls.state_dict, cls.load_state_dict, cls.step = state_dict, load_state_dict, step
     checkpoint_utils.save_checkpoint = save_checkpoint
 

@@ -9,10 +9,12 @@ cached iterator we always compose at epoch 1 and hand the iterator (and the data
 epoch afterwards.  Iterators that fairseq rebuilds every epoch (no cache, ``rebuild_batches``)
 are left alone: they already compose at their epoch.
 """
+from typing import Any
+
 from nesyseq.plugins.patches._version import swap
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
-_original = None
+_original: Any = None  # the fairseq function this patch wraps, set by apply()
 
 
 def get_batch_iterator_resumable(self, dataset, *args, epoch=1, disable_iterator_cache=False,

@@ -22,7 +22,7 @@ extra_state (should_stop_early has already seen the epoch's valid loss there: tr
 (checkpoint_utils.py:276-282: neither optimizer nor meters reset, so not under
 --finetune-from-model) and installs the train() wrapper when we were imported before train.py.
 """
-from nesyseq.plugins.patches._version import check
+from nesyseq.plugins.patches._version import check, mark_fixed
 
 FAIRSEQ_VERSIONS = ("0.12.3",)
 
@@ -98,7 +98,7 @@ def _install_train_fixes() -> None:
                 return [None], True
             return _original(cfg, trainer, task, epoch_itr)
 
-        train._nesyseq_fixed = True
+        mark_fixed(train)
         module.train = train
 
     if getattr(Trainer.save_checkpoint, "_nesyseq_fixed", False):
@@ -122,7 +122,7 @@ def _install_train_fixes() -> None:
         restore_early_stop(extra_state, reset=reset_optimizer or reset_meters)
         return extra_state
 
-    save_checkpoint._nesyseq_fixed = True
+    mark_fixed(save_checkpoint)
     Trainer.save_checkpoint, Trainer.load_checkpoint = save_checkpoint, load_checkpoint
 
 
