@@ -4,8 +4,8 @@ validation loss is lowest, chosen without any test.
     nesyseq choose-arm --arms keep zero --out choose_task2/seed=0 \\
         --checkpoint 'train_task2/seed=0/t2_relative_table={arm}/checkpoints/checkpoint_best.pt'
 
-``{arm}`` in ``--checkpoint`` is replaced by each value of ``--arms`` (whitespace-separated words,
-in one argument or several: a launch config's arm key reads as its whole list in a later stage,
+``{arm}`` in ``--checkpoint`` is replaced by each value of ``--arms`` (words separated by whitespace
+or commas, in one argument or several: a launch config's arm key reads as its whole list in a later stage,
 docs/slurm.md).  The loss is fairseq's ``extra_state["val_loss"]`` of each checkpoint (bits per
 target token on the held-out valid split, rounded to 3 decimals by fairseq's logging); the first
 arm listed wins a tie; an arm without a loss is an error, since no arm is chosen by looking at the
@@ -30,7 +30,7 @@ RECORD = "arm_choice.json"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arms", nargs="+", required=True, metavar="VALUE",
-                        help="the arms, in order (the first listed wins a tie); words of one argument count one by one")
+                        help="the arms, in order (the first listed wins a tie); an argument's words (split at whitespace or commas) count one by one")
     parser.add_argument("--checkpoint", required=True, metavar="PATH",
                         help="each arm's checkpoint, with {arm} where its value goes")
     parser.add_argument("--out", required=True, metavar="DIR",
@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def arm_values(words: List[str]) -> List[str]:
-    arms = [a for w in words for a in w.split()]
+    """The arms of ``--arms``: the words of each argument, split at whitespace and commas."""
+    arms = [a for w in words for a in w.replace(",", " ").split()]
     if not arms or len(set(arms)) != len(arms):
         raise UserError(f"--arms {' '.join(words)!r}: expected distinct values")
     return arms
@@ -60,15 +61,11 @@ def choose(losses: Dict[str, Optional[float]], arms: List[str]) -> str:
 
 
 def checkpoint_loss(path: str) -> Optional[float]:
-    """fairseq's ``extra_state["val_loss"]`` of the checkpoint file ``path`` (read with
-    weights_only=True; no model is built), None for one saved without it."""
-    import torch
+    """fairseq's ``extra_state["val_loss"]`` of the checkpoint file ``path`` (read safely by
+    evaluations/checkpoints.py; no model is built), None for one saved without it."""
+    from nesyseq.evaluations import checkpoints
 
-    import nesyseq.plugins.checkpoint_safety  # noqa: F401  the checkpoint classes torch.load may build
-
-    if not Path(path).is_file():
-        raise UserError(f"--checkpoint {path}: no such file")
-    v = (torch.load(path, map_location="cpu", weights_only=True).get("extra_state") or {}).get("val_loss")
+    v = (checkpoints.read_raw(path, mmap=True).get("extra_state") or {}).get("val_loss")
     return None if v is None else float(v)
 
 

@@ -21,7 +21,8 @@ def _ckpts(tmp_path, losses):
         d = tmp_path / "train_task2" / f"t2_relative_table={arm}" / "checkpoints"
         d.mkdir(parents=True, exist_ok=True)
         extra = {} if loss is None else {"val_loss": loss, "best": loss}
-        torch.save({"model": {"w": torch.zeros(1)}, "extra_state": extra}, d / "checkpoint_best.pt")
+        torch.save({"model": {"w": torch.zeros(1)}, "cfg": {"task": {"_name": "babi_qa"}}, "extra_state": extra},
+                   d / "checkpoint_best.pt")
     return str(tmp_path / "train_task2" / "t2_relative_table={arm}" / "checkpoints" / "checkpoint_best.pt")
 
 

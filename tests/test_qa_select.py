@@ -107,7 +107,8 @@ def _arm_checkpoints(root, losses):
 
     for arm, loss in losses.items():
         (root / arm).mkdir(parents=True, exist_ok=True)
-        torch.save({"model": {}, "extra_state": {"val_loss": loss}}, root / arm / "checkpoint_best.pt")
+        torch.save({"model": {}, "cfg": {"task": {"_name": "babi_qa"}}, "extra_state": {"val_loss": loss}},
+                   root / arm / "checkpoint_best.pt")
     return str(root / "{arm}" / "checkpoint_best.pt")
 
 

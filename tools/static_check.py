@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 TREE = REPO / ".mypy_tree"
 # installed name under nesyseq/ -> folder of the checkout (setup.cfg's package_dir)
 FOLDERS = {"plugins": "plugins", "user_dir": "user_dir", "data_prep": "data_prep",
-           "triton_kernels": "triton_kernels", "slurm": "slurm", "evaluations": "evaluations",
+           "triton_kernels": "triton_kernels", "slurm": "slurm", "evaluations": "evaluations", "converters": "converters",
            "cli": "nesyseq/cli", "common": "nesyseq/common"}
 CRASH_CODES = {"attr-defined", "name-defined", "call-arg", "has-type", "import-not-found"}
 # "None" not callable and friends are reported under [misc]

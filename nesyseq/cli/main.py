@@ -62,10 +62,10 @@ COMMANDS = {
     ("prepare", "entailment"): ("nesyseq.data_prep.entailment_cli", "logical entailment data: Evans et al. files or our generator"),
     ("evaluate", "entailment"): ("nesyseq.evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
     ("tokenize", "wordpiece"): ("nesyseq.data_prep.wordpiece", "BERT WordPiece tokenization (for converted FOLNet checkpoints)"),
-    ("convert", "folnet"): ("nesyseq.plugins.converters.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
-    ("convert", "export"): ("nesyseq.plugins.converters.export", "a trained checkpoint's weights only (fp16 or fp32), for re-evaluation"),
+    ("convert", "folnet"): ("nesyseq.converters.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
+    ("convert", "export"): ("nesyseq.converters.export", "a trained checkpoint's weights only (fp16 or fp32), for re-evaluation"),
     ("analyze", "math-study"): ("nesyseq.evaluations.math_study", "the TP-T vs Transformer study's report: Table 1, Fig. 2, steps, paired bootstrap"),
-    ("convert", "warm-start"): ("nesyseq.plugins.converters.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
+    ("convert", "warm-start"): ("nesyseq.converters.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
 }
 
 GROUP_HELP = {

@@ -31,14 +31,14 @@ checkpoint (:func:`upgrade_named_config`).
 """
 import dataclasses
 from argparse import Namespace
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from fairseq.dataclass import FairseqDataclass
 from fairseq.utils import safe_getattr
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 
-def option_groups(dc_cls) -> Dict[str, type]:
+def option_groups(dc_cls) -> Dict[str, Any]:
     """{field name: its FairseqDataclass type} for the nested option groups of ``dc_cls``."""
     return {f.name: f.type for f in dataclasses.fields(dc_cls)
             if isinstance(f.type, type) and issubclass(f.type, FairseqDataclass)}

@@ -265,7 +265,7 @@ class TPTransformerEncoder(FairseqEncoder):
         # b^h[bucket(i − t)], one table for every layer                      (1, H, T, T)
         bias = self.relative_bias(src_tokens.size(1), src_tokens.device) if self.relative_bias is not None else None
         s = None
-        if self.symbolic:
+        if self.alpha is not None:   # the symbolic stream (the model builds α exactly then)
             if return_all_roles:
                 raise ValueError("return_all_roles is not available with --symbolic-embeddings/--symbolic-output")
             # s_0 = α_x e_φ(x) over the first --max-symbols slots             (B, T, m)
@@ -370,7 +370,7 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         masks = encoder_out["encoder_padding_mask"]
         memory_mask = masks[0] if len(masks) > 0 else None  # decided once by the encoder
         s = slot_mask = memory_s = symbols = None
-        if self.symbolic:
+        if self.alpha is not None:   # the symbolic stream (the model builds α exactly then)
             symbols = ContextSymbols(encoder_out["slot_vocab"][0], encoder_out["slot_mask"][0])
             # a decoder input that is a context word is looked up through the source's φ
             s = self.alpha(tokens, lookup_phi(tokens, symbols), symbols.m, z.dtype,

@@ -59,5 +59,5 @@ def install(train_module, checkpoint_utils, bound: float) -> None:
 
     # resume_budget wraps train() once, and knows its wrapper by this marker: carried over, so
     # that it does not wrap this one again when a checkpoint loads
-    train._nesyseq_fixed = getattr(original_train, "_nesyseq_fixed", False)
+    setattr(train, "_nesyseq_fixed", getattr(original_train, "_nesyseq_fixed", False))
     train_module.validate_and_save, train_module.train = validate_and_save, train
