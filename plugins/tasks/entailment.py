@@ -17,11 +17,12 @@ import numpy as np
 import torch
 from fairseq.data import Dictionary
 from fairseq.dataclass import FairseqDataclass
-from fairseq.tasks import FairseqTask, register_task
+from fairseq.tasks import register_task
 from omegaconf import II
 
 from nesyseq.data_prep.entailment_data import read_file
 from nesyseq.plugins.data.entailment_pairs import EntailmentPairDataset
+from nesyseq.plugins.tasks.one_dictionary import OneDictionaryTask
 
 VARIABLES = "abcdefghijklmnopqrstuvwxyz"
 SYMBOLS = "~()&|>"
@@ -43,24 +44,15 @@ class EntailmentConfig(FairseqDataclass):
 
 
 @register_task("entailment_pairs", dataclass=EntailmentConfig)
-class EntailmentPairsTask(FairseqTask):
+class EntailmentPairsTask(OneDictionaryTask):
     def __init__(self, cfg, dictionary):
-        super().__init__(cfg)
-        self.dictionary = dictionary
+        super().__init__(cfg, dictionary)
         self.var_ids = torch.tensor([dictionary.index(c) for c in VARIABLES])
         self._rng = np.random.RandomState(cfg.seed)
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
         return cls(cfg, char_dictionary())
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary
 
     def encode(self, formula: str) -> torch.Tensor:
         return torch.tensor([self.dictionary.index(c) for c in formula], dtype=torch.long)

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from fairseq.data import Dictionary, data_utils
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.utils import safe_getattr
-from fairseq.tasks import FairseqTask, register_task
+from fairseq.tasks import register_task
 from omegaconf import II
 
 from nesyseq.plugins.data.sop_pairs import LAYOUTS, SPLIT_MODES, SentenceOrderDataset
+from nesyseq.plugins.tasks.one_dictionary import OneDictionaryTask
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +48,9 @@ class MlmSopConfig(FairseqDataclass):
 
 
 @register_task("mlm_sop", dataclass=MlmSopConfig)
-class MlmSopTask(FairseqTask):
+class MlmSopTask(OneDictionaryTask):
     def __init__(self, cfg: MlmSopConfig, dictionary: Dictionary):
-        super().__init__(cfg)
-        self.dictionary = dictionary
+        super().__init__(cfg, dictionary)
         self.mask_idx = dictionary.add_symbol("<mask>")  # as masked_lm / sentence_prediction do
 
     @classmethod
@@ -88,11 +88,3 @@ class MlmSopTask(FairseqTask):
 
     def max_positions(self):
         return self.cfg.tokens_per_sample
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary
