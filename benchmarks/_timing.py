@@ -7,7 +7,7 @@
     middle(times)                        the upper median, sorted(times)[n // 2]
 
 Each benchmark keeps its own reduction (min, median, a loop of n steps) and prints its ratio
-against a baseline run in the same process, as before.
+against a baseline run in the same process.
 """
 import time
 from typing import Callable, List, Sequence

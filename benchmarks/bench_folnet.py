@@ -22,7 +22,7 @@ right shapes, at the largest T.
     python benchmarks/bench_folnet.py --full --official-repo /tmp/folnet_official
         # + the authors' model (tencent-ailab/FOLNet folnet.py, imported from that checkout,
         #   never copied here) as a third column, same process, same batch, same MLM step
-Issue 7's target at T=128 (CPU, one thread, batch 2): ours >= 1.5x faster than the official code
+The target at T=128 (CPU, one thread, batch 2): ours >= 1.5x faster than the official code
 and <= 3.6x RoBERTa; figures in docs/benchmarks.md.
 """
 import argparse

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import torch
-from fairseq.data import Dictionary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._babi import story_batch, word_dictionary  # noqa: E402
 from benchmarks._timing import Stopwatch  # noqa: E402
 from nesyseq.common.atomic import atomic_write_text  # noqa: E402
 import nesyseq.plugins.models.qa_memnet as qm  # noqa: E402
@@ -38,19 +38,9 @@ class _Task:
 
 
 def make_batch(d, B, S, vocab, g):
-    rows = []
-    for _ in range(B):
-        toks = []
-        for _ in range(int(torch.randint(1, S + 1, (1,), generator=g))):
-            W = int(torch.randint(4, 7, (1,), generator=g))
-            toks += [d.index(f"w{int(i)}") for i in torch.randint(vocab, (W,), generator=g)] + [d.index(".")]
-        toks += [d.index(f"w{int(i)}") for i in torch.randint(vocab, (3,), generator=g)] + [d.index("?"), d.eos()]
-        rows.append(toks)
-    T = max(map(len, rows))
-    src = torch.full((B, T), d.pad(), dtype=torch.long)
-    for i, r in enumerate(rows):
-        src[i, : len(r)] = torch.tensor(r)
-    return src
+    """Rows of 1 to S sentences of 4 to 6 words (drawn per row and per sentence)."""
+    return story_batch(d, B, vocab, g, sentences=lambda: int(torch.randint(1, S + 1, (1,), generator=g)),
+                       words=lambda: int(torch.randint(4, 7, (1,), generator=g)))
 
 
 def build(name, d):
@@ -92,11 +82,7 @@ def main(argv=None):
     ap.add_argument("--markdown", default="", help="also write the caption and the table to this file")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    d = Dictionary()
-    for i in range(a.vocab):
-        d.add_symbol(f"w{i}")
-    d.add_symbol(".")
-    d.add_symbol("?")
+    d = word_dictionary(a.vocab)
     g = torch.Generator().manual_seed(0)
     src = make_batch(d, a.batch, a.sentences, a.vocab, g).to(a.device)
     prev = torch.full((a.batch, 1), d.eos(), dtype=torch.long, device=a.device)

@@ -1,8 +1,8 @@
 """tpr_rnn / stpr forward+backward with the factored TPR memory against the dense one, same process.
 
 The model keeps F = Σ_n P_n ⊗ Q_n ⊗ U_n as rank-one terms (``_FactoredTPR``); the baseline is the
-dense (B, E, R, E) tensor updated with eqs. 35/37/39 each sentence (``qa_tpr.DenseTPR``, the code
-before the change).  Both run the same random bAbI-shaped batch (S sentences of W words, a question),
+dense (B, E, R, E) tensor updated with eqs. 35/37/39 each sentence (``DenseTPR`` of
+tests/test_qa_tpr.py, where it is the test's reference).  Both run the same random bAbI-shaped batch (S sentences of W words, a question),
 alternating, best of ``--repeats``; the script prints seconds and the dense/factored ratio, and
 checks the two give the same probabilities.
 
@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 
 import torch
-from fairseq.data import Dictionary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._babi import story_batch, word_dictionary  # noqa: E402
 from benchmarks._timing import Stopwatch  # noqa: E402
 import nesyseq.plugins.models.qa_tpr as qt  # noqa: E402
+from tests.test_qa_tpr import DenseTPR  # noqa: E402
 
 
 class _Task:
@@ -27,14 +28,8 @@ class _Task:
 
 
 def make_batch(d, B, S, W, words, g):
-    rows = []
-    for _ in range(B):
-        toks = []
-        for _ in range(S):
-            toks += [d.index(f"w{int(i)}") for i in torch.randint(words, (W,), generator=g)] + [d.index(".")]
-        toks += [d.index(f"w{int(i)}") for i in torch.randint(words, (3,), generator=g)] + [d.index("?"), d.eos()]
-        rows.append(toks)
-    return torch.tensor(rows)
+    """Rows of S sentences of W words each, over ``words`` distinct words."""
+    return story_batch(d, B, words, g, sentences=lambda: S, words=lambda: W)
 
 
 def step(model, src, prev):
@@ -56,11 +51,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    d = Dictionary()
-    for i in range(a.vocab):
-        d.add_symbol(f"w{i}")
-    d.add_symbol(".")
-    d.add_symbol("?")
+    d = word_dictionary(a.vocab)
     src = make_batch(d, a.batch, a.sentences, a.words, a.vocab, torch.Generator().manual_seed(0))
     prev = torch.full((a.batch, 1), d.eos(), dtype=torch.long)
     print(f"batch {a.batch}, {a.sentences} sentences x {a.words} words, {a.vocab} distinct words, "
@@ -73,7 +64,7 @@ def main(argv=None):
         best = {"dense": float("inf"), "factored": float("inf")}
         probs = {}
         for _ in range(a.repeats):
-            for kind, mem in (("dense", qt.DenseTPR), ("factored", qt._FactoredTPR)):
+            for kind, mem in (("dense", DenseTPR), ("factored", qt._FactoredTPR)):
                 saved, qt._FactoredTPR = qt._FactoredTPR, mem
                 try:
                     t, probs[kind] = step(model, src, prev)

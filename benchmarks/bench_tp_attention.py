@@ -11,7 +11,7 @@ dominates a training step's peak.
 
     python benchmarks/bench_tp_attention.py            # paper sizes
     python benchmarks/bench_tp_attention.py --tiny     # quick check
-Goal (issue 2): time ratio <= 1.15.
+Goal: time ratio <= 1.15.
 """
 import argparse
 import statistics

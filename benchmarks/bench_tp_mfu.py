@@ -1,4 +1,4 @@
-"""TP-Transformer model-only step time and MFU (issue 21, part 3), beside its baselines, in one process.
+"""TP-Transformer model-only step time and MFU, beside its baselines, in one process.
 
     python benchmarks/bench_tp_mfu.py --device cuda --dtype bf16 --batch 1024 --compile
     python benchmarks/bench_tp_mfu.py --device cpu --batch 8 --src 40 --tgt 10       # CPU check

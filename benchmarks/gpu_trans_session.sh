@@ -1,5 +1,5 @@
 #!/bin/bash
-# One device session for the Triton trans kernels (issue 9): CUDA tests, tile sweep,
+# One device session for the Triton trans kernels: CUDA tests, tile sweep,
 # benchmark, FOLNet step.  Logs go to $OUT (default ./gpu_out).  Usage:
 #   bash benchmarks/gpu_trans_session.sh [tests] [tune] [bench] [folnet]
 # fairseq must be importable for the FOLNet parts (tests/test_trans_cuda.py's module

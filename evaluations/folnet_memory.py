@@ -298,21 +298,6 @@ def largest_batch(fit: LayerFit, layers: int, T: int, dtype: torch.dtype, params
     return max(0, int((size_gb * GB - p0) // p1))
 
 
-def fits_table(lengths, dtype=torch.bfloat16, layers: int = 12, sizes=(40, 80, 141),
-               kinds=("ours",), official_repo: Optional[str] = None) -> str:
-    """Markdown: for each code and T, the largest batch whose predicted peak fits each GPU size."""
-    params = ours_params(layers)
-    names = {"ours": "ours (lean)", "plain": "ours, lean off", "official": "official"}
-    rows = ["| code | T | " + " | ".join(f"largest B, {s:g} GB" for s in sizes) + " |",
-            "|---|---|" + "---|" * len(sizes)]
-    for kind in kinds:
-        for T in lengths:
-            fit = fit_layer(kind, dtype, official_repo=official_repo, trans_impl=gpu_trans_impl(T, dtype))
-            best = [largest_batch(fit, layers, T, dtype, params, s) for s in sizes]
-            rows.append(f"| {names[kind]} | {T} | " + " | ".join(str(b) if b else "none" for b in best) + " |")
-    return "\n".join(rows)
-
-
 def run(args):
     if args.layers < 1 or args.T < 2 or args.batch < 1:
         raise UserError(f"--layers {args.layers} --T {args.T} --batch {args.batch}: need L >= 1, T >= 2, B >= 1")

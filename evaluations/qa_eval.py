@@ -1,38 +1,37 @@
 """``nesyseq evaluate qa``: answer error of babi_qa checkpoints -> markdown table, CSV, PNGs.
 
-    nesyseq evaluate qa --out reports/qa \\
-        --run model=smn,task=1,seed=0,names=100,ckpt=ck/smn1/checkpoint_best.pt,data=data/n100/bin/task1 \\
-        --run model=memnet,task=1,seed=0,names=100,ckpt=...,data=...
+    nesyseq evaluate qa --checkpoint ck/smn1_s0/checkpoint_best.pt ck/smn1_s1/checkpoint_best.pt \
+        --seed 0 1 --data data/n100/bin/task1 --model smn --names 100 --out reports/qa
 
-Each ``--run`` is one trained checkpoint with its labels (``model``, ``task``, ``seed`` required;
-``names`` for the Fig. 1 sweep, ``split`` e.g. rooms/objects/people for the zero-shot table;
-``ckpt`` and ``data`` the checkpoint and the ``bin/task{N}`` folder; ``subset`` default test;
-``beta`` a diagnostic: evaluate with the symbolic output mixture weight β of eq. 4 fixed to
-this value, e.g. ``beta=0`` for the symbolic part alone; label such rows with their own
-``model=`` name, they are not the trained model).
+Each ``--checkpoint`` is one trained model and one row of the report, labelled ``--model`` (the
+name the table shows), ``--seed`` (one for all checkpoints, or one each), the task (``--task``,
+default the ``task`` of ``DATA/qa_meta.json``, as ``nesyseq prepare qa`` writes it) and, for the
+Fig. 1 sweep, ``--names``.  ``--data`` is the ``bin/task{N}`` folder it is scored on (one for all,
+or one per checkpoint), ``--subset`` the split (default test).  ``--zero-shot`` scores ``test`` and
+every zero-shot subset of the data folder instead (``test_rooms`` / ``test_objects`` /
+``test_people``, from ``prepare qa --zero-shot``), labelled original / rooms / objects / people
+for the zero-shot table.  ``--beta B`` is a diagnostic: the symbolic output mixture weight β of
+eq. 4 fixed to B, e.g. 0 for the symbolic part alone; give such rows their own ``--model`` name,
+they are not the trained model.  ``--append`` adds the rows to the report already in ``--out``
+(a row of the same model, task, seed, names, split, subset and β is replaced), so several calls
+build one report, e.g. one per data folder of a names sweep.
+
 The answer is the argmax of the model's distribution at target step 0 (the answer token);
 error = % of questions answered wrongly.  Seeds are aggregated as mean ± std (population std
 over the seeds given).  A task is passed when its mean error < 5% (bAbI convention).
 Each row also carries the checkpoint's validation loss (``valid_loss``: fairseq's
 ``extra_state["val_loss"]``, bits per target token on the held-out valid split, rounded to 3
-decimals by fairseq's logging), and where a model and task (plain rows: no ``split``, ``names``
-or ``beta``) have two or more seeds that all have one, the table adds the seed a user would keep
-without looking at the test: the lowest validation loss, ties listed (ours; the paper reports the
-mean over seeds only).
+decimals by fairseq's logging), and where a model and task (plain rows: no split, names or β)
+have two or more seeds that all have one, the table adds the seed a user would keep without
+looking at the test: the lowest validation loss, ties listed (ours; the paper reports the mean
+over seeds only).  A checkpoint that ``nesyseq choose-arm`` chose (the link it writes, with
+``arm_choice.json`` beside it; evaluations/arm_choice.py) is scored as every arm it chose from:
+each arm gets a row of its own, model ``MODEL_ARM``, and the row ``MODEL`` is the chosen arm's,
+with each arm's validation loss in the table.
 
-A ``--run`` with ``arms=V1 V2 ...`` (space-separated) and ``{arm}`` in its ``ckpt`` is one
-checkpoint per arm (``{arm}`` replaced by each value; the launch config's task-2 stage trained
-from both relative-position tables, ``t2_relative_table=keep zero``): each arm gets a row of its
-own, model ``MODEL_V``, and the row ``MODEL`` is the arm whose checkpoint has the lowest
-validation loss (the first listed on a tie), the choice made without the test (ours).  With one
-value it is a plain run.  :func:`choose_arm` is that rule, the only one: ``--choose-arm`` applies
-it without any test (the launch config's ``choose_task2`` stage): for one ``--run`` with ``arms=``
-it reads each arm's checkpoint validation loss and writes ``OUT/arm_choice.json`` and
-``OUT/checkpoint_best.pt``, a link to the chosen arm's checkpoint.
-
-Writes ``qa_results.csv`` (one row per run), ``qa_table.md`` (per model: error per task, mean
-error, tasks passed; a zero-shot table when ``split`` labels are given; the names sweep when
-``names`` labels are given), ``qa_errors.png`` and, with ``names``, ``qa_names_curve.png``.
+Writes ``qa_results.csv`` (one row per checkpoint and subset), ``qa_table.md`` (per model: error
+per task, mean error, tasks passed; a zero-shot table when there are zero-shot rows; the names
+sweep when ``--names`` labels are given), ``qa_errors.png`` and, with names, ``qa_names_curve.png``.
 Results on generated data are labelled bAbI-style.
 
 ``--checkpoint CKPT --babi-file FILE`` instead evaluates one checkpoint on bAbI-format files it
@@ -51,79 +50,78 @@ from nesyseq.evaluations.seed_stats import aggregate
 from nesyseq.common.atomic import atomic_write_bytes
 from nesyseq.common.errors import UserError
 
-REQUIRED = ("model", "task", "seed", "ckpt", "data")
+KEY = ("model", "task", "seed", "names", "split", "subset", "beta")   # what tells two rows apart
+SPLIT_OF_TEST = "original"   # the zero-shot table's name for the plain test subset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from nesyseq.common import cli_args
 
-    parser.add_argument("--run", action="append", metavar="K=V,...",
-                        help="one checkpoint: model=,task=,seed=,ckpt=,data=[,names=][,split=][,subset=][,beta=]; "
-                        "arms=\"V1 V2\" with {arm} in ckpt=: one per arm, and the lowest valid loss kept")
-    cli_args.add_out(parser, "qa_eval/ beside the first checkpoint; required with --run")
-    cli_args.add_subset(parser, "test", "the split a --run without subset= scores")
+    cli_args.add_checkpoint(parser, "babi_qa checkpoint(s): one row each (e.g. one per seed)")
+    parser.add_argument("--data", nargs="+", metavar="DIR",
+                        help="the bin/task{N} folder the checkpoints are scored on: one for all, or one per "
+                             "checkpoint; with --babi-file, the folder with the training dict.src.txt "
+                             "(default: the checkpoint's training data folder)")
+    cli_args.add_out(parser, "qa_eval/ beside the first checkpoint")
+    cli_args.add_subset(parser, "test", "the split scored")
     cli_args.add_cpu(parser)
-    parser.add_argument("--choose-arm", action="store_true",
-                        help="with one --run that has arms=: no test, only the arm of lowest valid loss -> "
-                        "OUT/arm_choice.json and OUT/checkpoint_best.pt (a link to its checkpoint)")
+    parser.add_argument("--zero-shot", action="store_true",
+                        help="score test and every test_* subset of the data folder (prepare qa --zero-shot), "
+                             "for the zero-shot table")
+    parser.add_argument("--model", metavar="NAME", help="the model's name in the report (required to score)")
+    parser.add_argument("--seed", nargs="+", metavar="S", help="the training seed: one for all, or one per checkpoint")
+    parser.add_argument("--task", metavar="N", help="the bAbI task (default: the data folder's qa_meta.json)")
+    parser.add_argument("--names", metavar="N", help="the number of names the data was generated with (Fig. 1 sweep)")
+    parser.add_argument("--beta", metavar="B", help="diagnostic: fix the symbolic output mixture weight β to B")
+    parser.add_argument("--append", action="store_true",
+                        help="add the rows to the report already in --out (a row with the same labels is replaced)")
     parser.add_argument("--label", default="bAbI-style", help="data label used in titles (bAbI / bAbI-style)")
     parser.add_argument("--batch-size", type=int, default=256, help="questions per forward pass")
     ext = parser.add_argument_group("a trained checkpoint on bAbI-format files it never saw "
                                     "(evaluations/qa_external.py; no prepare qa, no retraining)")
-    cli_args.add_checkpoint(ext, "babi_qa checkpoint(s) (e.g. one per seed; mean ± std per file)", required=False)
     ext.add_argument("--babi-file", action="append", metavar="FILE", help="bAbI-format file (repeatable)")
-    cli_args.add_data(ext, "folder with the training dict.src.txt (default: the checkpoint's training data "
-                           "folder)", required=False)
     ext.add_argument("--memory-size", type=int, help="story sentences kept (default: the training data's)")
 
 
-def parse_run(text: str) -> Dict[str, str]:
-    run = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"--run {text!r}: expected key=value pairs separated by commas")
-        run[key.strip()] = value.strip()
-    missing = [k for k in REQUIRED if k not in run]
-    if missing:
-        raise UserError(f"--run {text!r}: missing {', '.join(missing)}")
-    if "arms" in run:
-        arms = run["arms"].split()
-        if not arms or len(set(arms)) != len(arms):
-            raise UserError(f"--run {text!r}: arms={run['arms']!r}: expected distinct space-separated values")
-        if "{arm}" not in run["ckpt"]:
-            raise UserError(f"--run {text!r}: arms= needs {{arm}} in ckpt= (where each arm's checkpoint is)")
-    elif "{arm}" in run["ckpt"]:
-        raise UserError(f"--run {text!r}: ckpt= has {{arm}} but no arms= lists the values")
-    return run
+def one_each(values: List[str], n: int, flag: str) -> List[str]:
+    """``values`` for ``n`` checkpoints: one value for all of them, or one each."""
+    if len(values) == 1:
+        return values * n
+    if len(values) != n:
+        raise UserError(f"{flag}: {len(values)} values for {n} checkpoints (give one for all, or one each)")
+    return list(values)
 
 
-def expand_arms(run: Dict[str, str]) -> List[Dict[str, str]]:
-    """The runs of one ``--run``: itself, or one per value of ``arms=`` (``{arm}`` in ``ckpt``
-    replaced; with two or more, model ``MODEL_V`` and key ``arm`` = V)."""
-    if "arms" not in run:
-        return [run]
-    base = {k: v for k, v in run.items() if k != "arms"}
-    arms = run["arms"].split()
-    if len(arms) == 1:
-        return [dict(base, ckpt=base["ckpt"].replace("{arm}", arms[0]))]
-    return [dict(base, model=f"{base['model']}_{a}", ckpt=base["ckpt"].replace("{arm}", a), arm=a) for a in arms]
+def data_meta(data: str) -> dict:
+    """``DATA/qa_meta.json`` (``nesyseq prepare qa`` writes it), {} when there is none."""
+    import json
+
+    path = Path(data) / "qa_meta.json"
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise UserError(f"{path}: not JSON ({exc})") from None
 
 
-def choose_arm(run: Dict[str, str], arm_rows: List[Dict[str, str]]) -> Dict[str, str]:
-    """The arm rule, the one place it is written: of the rows of a ``--run``'s arms (keys ``arm``,
-    ``ckpt``, ``valid_loss``: the checkpoint's ``extra_state["val_loss"]``), a copy of the row
-    whose ``valid_loss`` is lowest, the first listed on a tie, as the row ``run['model']``, with
-    ``chosen_arm`` and ``arm_losses`` for the report.  A row without a loss is an error: no arm
-    is chosen by looking at the test."""
-    missing = [r["ckpt"] for r in arm_rows if not r.get("valid_loss")]
-    if missing:
-        raise UserError(f"--run model={run['model']},arms={run['arms']}: {missing[0]} has no validation loss "
-                        f"(extra_state val_loss), so no arm can be chosen without the test")
-    best = min(arm_rows, key=lambda r: float(r["valid_loss"]))   # min keeps the first of equals
-    losses = ", ".join(f"{r['arm']} {float(r['valid_loss']):.3f}" for r in arm_rows)
-    return dict({k: v for k, v in best.items() if k != "arm"}, model=run["model"], chosen_arm=best["arm"],
-                arm_losses=losses)
+def task_of(data: str, given) -> str:
+    if given:
+        return str(given)
+    task = data_meta(data).get("task")
+    if task is None:
+        raise UserError(f"--data {data}: no qa_meta.json with the task; give --task N")
+    return str(task)
+
+
+def subsets_of(data: str, args) -> List[tuple]:
+    """[(subset, split label)] a checkpoint is scored on."""
+    if not args.zero_shot:
+        return [(args.subset or "test", "")]
+    zero_shot = sorted(n for n in data_meta(data).get("examples", {}) if n.startswith("test_"))
+    if not zero_shot:
+        raise UserError(f"--zero-shot: {data} has no test_* subsets (prepare qa --zero-shot writes them)")
+    return [("test", SPLIT_OF_TEST)] + [(n, n[len("test_"):]) for n in zero_shot]
 
 
 def _fix_beta(model, beta: str, ckpt: str) -> None:
@@ -137,10 +135,10 @@ def _fix_beta(model, beta: str, ckpt: str) -> None:
     except ValueError:
         b = -1.0
     if not 0.0 <= b <= 1.0:
-        raise UserError(f"--run beta={beta}: expected a number in [0, 1]")
+        raise UserError(f"--beta {beta}: expected a number in [0, 1]")
     params = [p for n, p in model.named_parameters() if n.split(".")[-1] == "beta_logit"]
     if not params:
-        raise UserError(f"--run beta={beta}: {ckpt} has no symbolic output mixture (no beta_logit parameter)")
+        raise UserError(f"--beta {beta}: {ckpt} has no symbolic output mixture (no beta_logit parameter)")
     logit = 30.0 if b >= 1 - 1e-13 else -30.0 if b <= 1e-13 else math.log(b / (1 - b))
     with torch.no_grad():
         for p in params:
@@ -152,14 +150,6 @@ def valid_loss(state: dict) -> str:
     "" for one saved without it (e.g. a ``convert warm-start`` file)."""
     v = (state.get("extra_state") or {}).get("val_loss")
     return "" if v is None else repr(float(v))
-
-
-def checkpoint_valid_loss(ckpt: str) -> str:
-    """:func:`valid_loss` of the checkpoint file ``ckpt`` (read safely by evaluations/checkpoints.py;
-    no model is built, so no data folder is needed)."""
-    from nesyseq.evaluations import checkpoints
-
-    return valid_loss(checkpoints.read_raw(ckpt, "--run ckpt=", mmap=True))
 
 
 def select_by_valid(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
@@ -190,9 +180,9 @@ def load_state(ckpt: str, data: str) -> dict:
     from nesyseq.evaluations import checkpoints
 
     if not Path(data).is_dir():
-        raise UserError(f"--run data={data}: no such directory")
-    state = checkpoints.read(ckpt, "--run ckpt=")
-    checkpoints.require_task(state, ckpt, ("babi_qa",), "evaluate qa", "--run ckpt=")
+        raise UserError(f"--data {data}: no such directory")
+    state = checkpoints.read(ckpt)
+    checkpoints.require_task(state, ckpt, ("babi_qa",), "evaluate qa")
     return state
 
 
@@ -208,8 +198,8 @@ def answers(ckpt: str, data: str, subset: str = "test", batch_size: int = 256, b
 
     if state is None:
         state = load_state(ckpt, data)
-    model, cfg, task, _ = checkpoints.load_model(ckpt, data, ("babi_qa",), "evaluate qa", "--run ckpt=",
-                                                 state=state, data_flag="--run data=")
+    model, cfg, task, _ = checkpoints.load_model(ckpt, data, ("babi_qa",), "evaluate qa",
+                                                 state=state)
     if beta is not None:
         _fix_beta(model, beta, ckpt)
     if not cpu:
@@ -362,65 +352,85 @@ def write_reports(rows: List[Dict[str, str]], out: Path, label: str) -> Dict[str
     return paths
 
 
-def choose_arm_only(run_: Dict[str, str], out: Path) -> Dict[str, str]:
-    """``--choose-arm``: the arm of lowest validation loss of one ``--run`` (:func:`choose_arm`,
-    losses read from the checkpoints, no test) -> ``out/arm_choice.json`` and
-    ``out/checkpoint_best.pt``, a relative link to the chosen checkpoint (both replaced atomically)."""
-    import json
-    import os
+def arms_of(ckpt: str) -> Dict[str, str]:
+    """{arm: checkpoint} when ``ckpt`` is a ``nesyseq choose-arm`` link over two or more arms, else {}."""
+    from nesyseq.evaluations.arm_choice import read_choice
 
-    if "arms" not in run_:
-        raise UserError(f"--choose-arm: the --run has no arms= to choose from (model={run_['model']})")
+    choice = read_choice(ckpt)
+    arms = (choice or {}).get("checkpoints") or {}
+    return arms if len(arms) > 1 else {}
+
+
+def with_arm_choice(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
+    """Rows whose checkpoint ``nesyseq choose-arm`` chose among two or more arms, with the chosen
+    arm and each arm's loss (for the table)."""
+    from nesyseq.evaluations.arm_choice import read_choice
+
+    out = []
+    for r in rows:
+        if arms_of(r["ckpt"]):
+            choice = read_choice(r["ckpt"])
+            losses = ", ".join(f"{a} {v:.3f}" for a, v in choice["valid_loss"].items())
+            r = dict(r, chosen_arm=choice["chosen"], arm_losses=losses)
+        out.append(r)
+    return out
+
+
+def earlier_rows(out: Path) -> List[Dict[str, str]]:
+    path = out / "qa_results.csv"
+    if not path.is_file():
+        return []
+    return [{k: v for k, v in r.items() if v} for r in csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))]
+
+
+def score(args, ckpt: str, data: str, seed: str, cpu: bool) -> List[Dict[str, str]]:
+    """The rows of one checkpoint: one per subset; a choose-arm link adds one row per arm, model
+    ``MODEL_ARM``, and its own row repeats the chosen arm's numbers."""
+    from nesyseq.evaluations.arm_choice import read_choice
+
+    task, arms = task_of(data, args.task), arms_of(ckpt)
     rows = []
-    for arm in run_["arms"].split():
-        ckpt = run_["ckpt"].replace("{arm}", arm)
-        rows.append(dict(run_, arm=arm, ckpt=ckpt, valid_loss=checkpoint_valid_loss(ckpt)))
-    chosen = choose_arm(run_, rows)
-    out.mkdir(parents=True, exist_ok=True)
-    record = {"model": run_["model"], "task": run_["task"], "seed": run_["seed"],
-              "valid_loss": {r["arm"]: float(r["valid_loss"]) for r in rows},
-              "chosen": chosen["chosen_arm"], "checkpoint": chosen["ckpt"]}
-    link, tmp = out / "checkpoint_best.pt", out / f".checkpoint_best.pt.tmp-{os.getpid()}"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(os.path.relpath(chosen["ckpt"], out), tmp)
-    os.replace(tmp, link)
-    atomic_write_bytes(str(out / "arm_choice.json"), (json.dumps(record, indent=1) + "\n").encode())
-    return chosen
+    for subset, split in subsets_of(data, args):
+        labels = dict(task=task, seed=str(seed), names=args.names or "", split=split, subset=subset,
+                      beta=args.beta if args.beta is not None else "")
+        labels = {k: v for k, v in labels.items() if v}
+
+        def row(path, model):
+            res = answer_error(path, data, subset, args.batch_size, args.beta, cpu=cpu)
+            return dict(labels, model=model, error=f"{res['error']:.2f}", questions=str(res["questions"]),
+                        ckpt=path, data=data, valid_loss=res["valid_loss"])
+
+        if not arms:
+            rows.append(row(ckpt, args.model))
+            continue
+        per_arm = {a: row(path, f"{args.model}_{a}") for a, path in arms.items()}
+        rows.append(dict(per_arm[read_choice(ckpt)["chosen"]], model=args.model, ckpt=ckpt))
+        rows += per_arm.values()
+    return rows
 
 
 def run(args) -> int:
-    if getattr(args, "choose_arm", False):
-        if getattr(args, "babi_file", None) or not args.run or len(args.run) != 1 or not args.out:
-            raise UserError("--choose-arm takes one --run with arms= and --out DIR")
-        chosen = choose_arm_only(parse_run(args.run[0]), Path(args.out))
-        print(f"chosen: {chosen['chosen_arm']} (valid loss per arm: {chosen['arm_losses']})")
-        return 0
     if getattr(args, "babi_file", None):
-        if args.run:
-            raise UserError("give either --run or --checkpoint/--babi-file, not both")
         from nesyseq.evaluations.qa_external import run_external
 
+        if args.data and len(args.data) > 1:
+            raise UserError("--babi-file: one --data folder (the training dictionary's)")
+        args.data = args.data[0] if args.data else None
         return run_external(args)
-    if not args.run or not args.out:
-        raise UserError("evaluate qa needs --run ... --out DIR, or --checkpoint CKPT --babi-file FILE")
     from nesyseq.common import cli_args
 
+    ckpts = args.checkpoint
+    if not args.data or not args.model or not args.seed:
+        raise UserError("evaluate qa needs --checkpoint CKPT ... --data DIR --model NAME --seed S "
+                        "(or --checkpoint CKPT --babi-file FILE)")
+    datas, seeds = one_each(args.data, len(ckpts), "--data"), one_each(args.seed, len(ckpts), "--seed")
+    out = cli_args.out_dir(args, ckpts[0], "qa_eval")
     cpu = cli_args.use_cpu(args)
-    default_subset = getattr(args, "subset", None) or "test"
-    runs = [parse_run(t) for t in args.run]
-    rows = []
-    for run_ in runs:
-        evaluated = []
-        for r in expand_arms(run_):
-            subset = r.get("subset", default_subset)
-            res = answer_error(r["ckpt"], r["data"], subset, args.batch_size, r.get("beta"), cpu=cpu)
-            evaluated.append(dict(r, subset=subset, error=f"{res['error']:.2f}",
-                                  questions=str(res["questions"]), valid_loss=res["valid_loss"]))
-        if len(evaluated) > 1:
-            rows.append(choose_arm(run_, evaluated))
-        rows += evaluated
-    paths = write_reports(rows, Path(args.out), args.label)
+    rows = [r for ckpt, data, seed in zip(ckpts, datas, seeds) for r in score(args, ckpt, data, seed, cpu)]
+    if args.append:
+        new = {tuple(r.get(k, "") for k in KEY) for r in rows}
+        rows = [r for r in earlier_rows(out) if tuple(r.get(k, "") for k in KEY) not in new] + rows
+    paths = write_reports(with_arm_choice(rows), out, args.label)
     print(paths["md"].read_text(), end="")
     for p in paths.values():
         print(p)

@@ -1,4 +1,4 @@
-"""Evaluate a trained babi_qa checkpoint on a bAbI-format file it never saw (issue 23 part 4).
+"""Evaluate a trained babi_qa checkpoint on a bAbI-format file it never saw.
 
     nesyseq evaluate qa --checkpoint CKPT --babi-file FILE.txt [--babi-file ...] [--data BIN] [--out DIR]
 
@@ -159,8 +159,8 @@ def evaluate_babi_file(ckpt: str, babi_file: str, data: Optional[str] = None, me
 
 
 def external_table(results: List[Dict]) -> str:
-    """One row per file: error % (mean ± population std over the checkpoints, as ``evaluate qa
-    --run`` aggregates seeds), each checkpoint's error, and the unseen-word counts (the first checkpoint's
+    """One row per file: error % (mean ± population std over the checkpoints, as ``evaluate qa``
+    aggregates seeds), each checkpoint's error, and the unseen-word counts (the first checkpoint's
     dictionary; checkpoints trained on the same data share it)."""
     agg = aggregate([{"file": r["file"], "error": r["error"]} for r in results], ["file"])
     lines = ["| file | test | questions | error (%) | per checkpoint (%) | unseen types | unseen tokens |",

@@ -1,5 +1,5 @@
-"""Mean ± std over seeds, the one aggregation behind every QA table (`evaluate qa --run` in
-qa_eval.py, `evaluate qa --checkpoint` in qa_external.py): population std (n in the
+"""Mean ± std over seeds, the one aggregation behind every QA table (`evaluate qa` in
+qa_eval.py, `evaluate qa --babi-file` in qa_external.py): population std (n in the
 denominator), 0 for a single run."""
 from __future__ import annotations
 

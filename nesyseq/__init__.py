@@ -2,9 +2,9 @@
 
 One import name: ``nesyseq.plugins`` (what fairseq sees), ``nesyseq.user_dir`` (the ``--user-dir``
 entry), ``nesyseq.data_prep``, ``nesyseq.triton_kernels``, ``nesyseq.evaluations``,
-``nesyseq.slurm``, ``nesyseq.hub`` (``nesyseq.load``), ``nesyseq.cli`` and ``nesyseq.common``.  An
-installed nesyseq holds them all in this folder; in a source checkout most sit beside it, at the
-repository root, and are found through this package's ``__path__``.
+``nesyseq.converters``, ``nesyseq.slurm``, ``nesyseq.hub`` (``nesyseq.load``), ``nesyseq.cli`` and
+``nesyseq.common``.  An installed nesyseq holds them all in this folder; in a source checkout most
+sit beside it, at the repository root, and are found through this package's ``__path__``.
 """
 from pathlib import Path as _Path
 

@@ -8,4 +8,4 @@ applied by ``user_dir`` when fairseq loads it, or by calling ``plugins.patches.a
 """
 from nesyseq.plugins import checkpoint_safety  # noqa: F401  (registers safe globals first)
 from nesyseq.plugins import layers, models, tasks, criterions, optim, lr_scheduler, encoders  # noqa: F401,E402
-# plugins.converters (nesyseq convert ...) is imported by its commands only, never by fairseq-train
+# the converters (nesyseq convert ...) live in converters/, a floor above: fairseq-train never imports them

@@ -24,7 +24,6 @@ from typing import Iterable, Optional
 import torch
 import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
-from fairseq.utils import safe_getattr
 
 COMPILE_MODE_CHOICES = ChoiceEnum(["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"])
 
@@ -67,14 +66,12 @@ def compile_units(model: nn.Module):
 
 def maybe_compile(model: nn.Module, cfg) -> nn.Module:
     """Apply ``--compile`` to a freshly built model; a no-op without it."""
-    if not safe_getattr(cfg, "compile", False):
+    if not cfg.compile:
         return model
     layers = compile_units(model)
     if not layers:
         raise ValueError(f"--compile: {type(model).__name__} has no compilable layers")
-    compile_modules(layers, backend=safe_getattr(cfg, "compile_backend", "inductor"),
-                    mode=str(safe_getattr(cfg, "compile_mode", "default")),
-                    dynamic=not safe_getattr(cfg, "compile_static", False))
+    compile_modules(layers, backend=cfg.compile_backend, mode=str(cfg.compile_mode), dynamic=not cfg.compile_static)
     return model
 
 

@@ -13,7 +13,7 @@ member.  Rows are matched on their text columns; every numeric column becomes
 mean ± sample std over the members (std 0 for a single member).  Writes
 ``RUN_DIR/collect.csv``, ``collect.md`` and ``collect.png``.
 
-``nesyseq evaluate qa --run``'s ``qa_results.csv`` names its member in ``seed`` and ``ckpt``
+``nesyseq evaluate qa``'s ``qa_results.csv`` names its member in ``seed`` and ``ckpt``
 (left out: they differ across an array by design) and labels rows with the numbers ``task`` and
 ``names``, and a diagnostic's fixed ``beta`` (matched on, like text).  Its ``valid_loss``
 column (the checkpoint's validation loss) is averaged like any number, and ``collect.md`` also

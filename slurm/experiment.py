@@ -22,7 +22,7 @@ one job array: the member's folder gets a subfolder ``KEY=VALUE`` and KEY reads 
 inside the job.  ``arms: [KEY1, KEY2]`` runs it once per combination (KEY1's values outermost),
 in ``KEY1=V1/KEY2=V2``.  An armed stage reads an armed stage before it through
 ``${array_suffix}${arm_suffix}``; a later stage without arms sees KEY's whole list (``nesyseq
-evaluate qa``'s ``arms=`` and ``{arm}`` in ``ckpt=`` read every arm).
+choose-arm --arms ${KEY}`` reads every arm).
 
 Commands are argv lists, never shell strings: every value reaches the program as one argument,
 whatever it contains.  A list inside an argv (an interpolated list key, e.g. ``"${recipes.${recipe}}"``

@@ -29,6 +29,21 @@ def test_each_patch_refuses_an_untested_fairseq(name, monkeypatch):
     module.apply()   # forced through (and idempotent: the pinned fairseq may be patched already)
 
 
+def test_the_stop_at_best_hook_refuses_an_untested_fairseq(monkeypatch):
+    """Not in PATCHES (nesyseq train installs it with its bound), but behind the same gate."""
+    from types import SimpleNamespace
+
+    from nesyseq.plugins.patches import stop_at_best
+    assert "stop_at_best" not in patches.PATCHES
+    assert re.search(r"fairseq(_cli)?/[\w/]+\.py:\d+", stop_at_best.__doc__)
+    loop = SimpleNamespace(validate_and_save=lambda *a: ([1.0], False), train=lambda *a: ([1.0], False))
+    monkeypatch.delenv(_version.FORCE_ENV, raising=False)
+    monkeypatch.setattr(_version, "fairseq_version", lambda: "0.13.0")
+    with pytest.raises(patches.UntestedFairseq, match="'stop_at_best'.*0.13.0"):
+        stop_at_best.install(loop, SimpleNamespace(save_checkpoint=SimpleNamespace()), 0.5)
+    assert loop.train(None, None, None, None) == ([1.0], False)        # untouched
+
+
 def _python(code: str, env=None):
     return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, **(env or {})))

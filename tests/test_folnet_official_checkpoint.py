@@ -21,7 +21,7 @@ import torch
 
 from folnet_helpers import single_thread  # noqa: F401
 
-from nesyseq.plugins.converters.folnet_official import ConversionError, convert
+from nesyseq.converters.folnet_official import ConversionError, convert
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "folnet_official"
 TOL = 1e-5

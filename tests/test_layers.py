@@ -20,7 +20,7 @@ FLOORS = [
     ("nesyseq.data_prep",),
     ("nesyseq.plugins",),
     ("nesyseq.user_dir", "nesyseq.evaluations"),
-    ("nesyseq.slurm", "nesyseq.hub"),
+    ("nesyseq.slurm", "nesyseq.hub", "nesyseq.converters"),
     ("nesyseq.cli",),
 ]
 FLOOR = {pkg: i for i, names in enumerate(FLOORS) for pkg in names}
@@ -189,15 +189,14 @@ def test_imports_are_read_from_the_source(tmp_path, source, expected):
 # ----------------------------------------------------------------------------- rooms inside plugins/
 # plugins/ is organised by fairseq registry kind (docs/architecture.md): each register_* call sits
 # in the sub-package of its kind, model files share code through shared modules only (no private
-# names, no lazy imports), and the converters are commands that fairseq-train never imports.
+# names, no lazy imports).
 
 ROOMS = {"register_model": "models", "register_model_architecture": "models", "register_task": "tasks",
          "register_criterion": "criterions", "register_optimizer": "optim",
          "register_lr_scheduler": "lr_scheduler", "register_bpe": "encoders", "register_tokenizer": "encoders"}
-# the registry kinds, plus converters (commands, never imported by fairseq) and patches (the
-# fixes of fairseq bugs that user_dir applies)
-PLUGIN_KINDS = {"models", "layers", "tasks", "criterions", "optim", "lr_scheduler", "encoders", "converters",
-                "patches"}
+# the registry kinds, plus data (the datasets tasks build) and patches (the fixes of fairseq bugs
+# that user_dir applies)
+PLUGIN_KINDS = {"models", "layers", "tasks", "criterions", "optim", "lr_scheduler", "encoders", "data", "patches"}
 
 
 def registrations(path: Path) -> set:
@@ -227,14 +226,14 @@ def misplaced_registrations(mods):
 
 
 def sideways_imports(mods):
-    """Imports inside plugins/ (converters excepted) that reach into another module's private
+    """Imports inside plugins/ that reach into another module's private
     names, that happen inside a function (lazy, e.g. round a cycle), or that go from one model
     file to another (a model file registers a model; what two share lives in a shared module)."""
     model_files = {n for n, p in mods.items() if n.startswith("nesyseq.plugins.models.") and
                    registrations(p) & {"register_model"}}
     bad = []
     for name, path in sorted(mods.items()):
-        if not name.startswith("nesyseq.plugins.") or name.startswith("nesyseq.plugins.converters"):
+        if not name.startswith("nesyseq.plugins."):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         lazy = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -304,14 +303,3 @@ def test_the_room_checks_see_a_misplaced_or_sideways_module(tmp_path):
         "nesyseq.plugins.models.b:2 imports the model file(s) ['nesyseq.plugins.models.a']",
         "nesyseq.plugins.models.c:2 imports ['nesyseq.plugins.models.shared'] inside a function",
     ]
-
-
-def test_fairseq_never_imports_the_converters():
-    """``import nesyseq.user_dir`` (what --user-dir does) leaves nesyseq.plugins.converters alone:
-    the converters are commands (nesyseq convert ...), not plugins."""
-    import subprocess
-    import sys
-    code = ("import sys, nesyseq.user_dir; "
-            "print(sorted(m for m in sys.modules if m.startswith('nesyseq.plugins.converters')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nesyseq.evaluations import math_study
-from nesyseq.evaluations.export import export_weights
+from nesyseq.converters.export import export_weights
 from nesyseq.evaluations.math_compare import format_steps
 from nesyseq.evaluations.roles import char_classes, cluster_table
 from nesyseq.common.errors import UserError

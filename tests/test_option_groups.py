@@ -1,4 +1,4 @@
-"""Option groups (issue 60): entity dropout and the symbolic options are nested configs
+"""Option groups: entity dropout and the symbolic options are nested configs
 (``cfg.entity_drop``, ``cfg.symbolic``), with the command-line spellings of the flat fields they
 replaced, and checkpoints saved with the flat fields load and give the same outputs.
 
@@ -203,7 +203,7 @@ def test_a_flat_checkpoint_loads_with_its_options_and_gives_the_same_outputs(tmp
 def test_a_flat_config_without_the_migration_loses_the_symbolic_options(tmp_path):
     """Control: fairseq alone drops the flat keys of a config naming the model itself (its merge
     keeps the dataclass's keys only), so the symbolic model would not build from it; the
-    babi_qa task's nest_flat_options is what carries them."""
+    babi_qa task's upgrade_named_config is what carries them."""
     from fairseq import tasks
     from fairseq.models import build_model
     arch, flags = CASES["tp"]

@@ -220,7 +220,7 @@ def test_generate_split_redraws_excluded_stories():
 
 
 def test_qa_report_aggregates_seeds(tmp_path):
-    from nesyseq.evaluations.qa_eval import markdown, parse_run, write_reports
+    from nesyseq.evaluations.qa_eval import markdown, one_each, write_reports
 
     rows = [dict(model="smn", task="1", seed=str(s), error=str(e), names="10") for s, e in ((0, 1.0), (1, 3.0))]
     rows += [dict(model="stpr", task="2", seed="0", error="7.5", split="rooms")]
@@ -238,8 +238,8 @@ def test_qa_report_aggregates_seeds(tmp_path):
     assert "| mn | 2.0 ± 0.0 (n=1) | 50.0 ± 0.0 (n=1) | 26.0 | 1/2 |" in md
     paths = write_reports(rows, tmp_path, "bAbI-style")
     assert paths["curve"].exists() and paths["csv"].read_text().count("\n") == 12
-    with pytest.raises(UserError, match="missing ckpt"):
-        parse_run("model=a,task=1,seed=0,data=x")
+    with pytest.raises(UserError, match="--seed: 2 values for 3 checkpoints"):
+        one_each(["0", "1"], 3, "--seed")
 
 
 def test_zero_shot_all_makes_every_entity_new():

@@ -32,11 +32,11 @@ def test_prepare_train_evaluate_smn(tmp_path):
                 "--max-update", "40", "--save-dir", tmp_path / "ck", "--no-epoch-checkpoints", "--num-workers", "0",
                 "--cpu", "--seed", "1", "--log-format", "simple"])
     ckpt = tmp_path / "ck" / "checkpoint_best.pt"
-    out = _run(nesyseq + ["evaluate", "qa", "--out", tmp_path / "rep", "--run",
-                          f"model=smn,task=1,seed=1,ckpt={ckpt},data={data}"])
+    out = _run(nesyseq + ["evaluate", "qa", "--out", tmp_path / "rep", "--checkpoint", ckpt, "--data", data,
+                          "--model", "smn", "--seed", "1"])
     assert "bAbI-style" in out
     rows = list(csv.DictReader(open(tmp_path / "rep" / "qa_results.csv")))
-    assert len(rows) == 1 and rows[0]["questions"] == "50"
+    assert len(rows) == 1 and rows[0]["questions"] == "50" and (rows[0]["task"], rows[0]["seed"]) == ("1", "1")
     # the checkpoint's valid loss is the best one the training log printed (both rounded to 3 decimals)
     valid = [float(l.split("| loss ")[1].split()[0]) for l in log.splitlines() if "valid on 'valid' subset" in l]
     assert valid and abs(float(rows[0]["valid_loss"]) - min(valid)) < 6e-4, (rows[0]["valid_loss"], valid)
@@ -66,10 +66,12 @@ def test_prepare_train_evaluate_symbolic_tp_transformer(tmp_path):
                 "--max-update", "40", "--save-dir", tmp_path / "ck", "--no-epoch-checkpoints", "--num-workers", "0",
                 "--cpu", "--seed", "1", "--log-format", "simple", "--log-interval", "10"])
     losses = [float(l.split("| loss ")[1].split()[0]) for l in log.splitlines() if "| train |" in l]
-    assert len(losses) >= 2 and losses[-1] < losses[0], losses
+    # it learns: the loss falls by far more than the wobble of a run (seen: 3.88 -> 2.26 bits over
+    # the four logs, the last three within 0.2 of each other)
+    assert len(losses) >= 4 and losses[0] - losses[-1] > 0.8, losses
     ckpt = tmp_path / "ck" / "checkpoint_best.pt"
-    _run(nesyseq + ["evaluate", "qa", "--out", tmp_path / "rep", "--run",
-                    f"model=tp_transformer_sym,task=1,seed=1,ckpt={ckpt},data={data}"])
+    _run(nesyseq + ["evaluate", "qa", "--out", tmp_path / "rep", "--checkpoint", ckpt, "--data", data,
+                    "--model", "tp_transformer_sym", "--seed", "1"])
     rows = list(csv.DictReader(open(tmp_path / "rep" / "qa_results.csv")))
     assert len(rows) == 1 and rows[0]["questions"] == "50"
 

@@ -87,17 +87,20 @@ def test_report_counts_unseen_types_and_tokens(trained):
     assert (rep["unseen_types"], rep["unseen_tokens"]) == (len(set(unseen)), len(unseen))
     assert (rep["types"], rep["tokens"]) == (len(set(toks)), len(toks))
     assert set(NEW) <= set(rep["unseen_words"])
-    assert 0.0 <= rep["error"] <= 100.0
     assert "predictions" not in rep
     # per-question answers, in file order: each question run alone gives the same answer, and
-    # together they reproduce the error against the file's answers
+    # together they reproduce the error against the file's answers (the reference for the error)
     from nesyseq.data_prep.qa_babi import parse_babi_file
     from nesyseq.evaluations.qa_external import load_with_words
     with_preds = evaluate_babi_file(str(ckpt), str(FIXTURE), str(data), predictions=True)
     examples = parse_babi_file(str(FIXTURE), rep["memory_size"])
     model, task, _, _ = load_with_words(ckpt, list(dict.fromkeys(tokenize(FIXTURE.read_text()))), str(data))
     d = task.source_dictionary
-    alone = [d[int(_probs(model, d, [" ".join(e.source_tokens())])[0].argmax())] for e in examples]
+    probs = [_probs(model, d, [" ".join(e.source_tokens())])[0] for e in examples]
+    # each answer wins by far more than a batched and a lone fp32 forward pass can differ (~1e-7),
+    # so equal answers cannot come from rounding luck
+    assert all(float(p.topk(2).values[0] - p.topk(2).values[1]) > 1e-5 for p in probs)   # seen: 1.5e-4, 5e-2
+    alone = [d[int(p.argmax())] for p in probs]
     assert with_preds["predictions"] == alone and len(alone) == 6
     assert len({len(e.source_tokens()) for e in examples}) > 1          # the batch is reordered by length
     wrong = sum(p != e.answer for p, e in zip(alone, examples))

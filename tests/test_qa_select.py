@@ -1,10 +1,11 @@
-"""``nesyseq evaluate qa``'s seed chosen by validation loss, and the arm of a ``--run`` with
-``arms=`` chosen the same way (evaluations/qa_eval.py).
+"""``nesyseq evaluate qa``'s seed chosen by validation loss, the arms behind a ``nesyseq
+choose-arm`` link each scored with the chosen one as the model's row, and the report's labels
+(evaluations/qa_eval.py).
 
 Reference: a brute-force pick (sort each group's rows by (valid loss, position)) written
 independently of ``select_by_valid``."""
 import random
-import re
+from pathlib import Path
 
 import pytest
 
@@ -84,74 +85,103 @@ def test_valid_loss_of_a_checkpoint_without_one_is_empty():
         assert valid_loss(dict(state, model={})) == want
 
 
-def _evaluate_arms(tmp_path, monkeypatch, run_specs, losses):
-    """``evaluate qa --run ...`` with each checkpoint's answer error and valid loss faked from
-    ``losses`` (ckpt -> (error, valid loss)); returns the rows of qa_results.csv and the table."""
-    import argparse
+def _evaluate(tmp_path, monkeypatch, argv, numbers):
+    """``nesyseq evaluate qa ARGV --out tmp_path`` with each checkpoint's answer error and valid loss
+    faked from ``numbers`` (ckpt -> (error, valid loss)); returns the rows of qa_results.csv and
+    the table."""
     import csv
 
+    from nesyseq.cli.main import main
     from nesyseq.evaluations import qa_eval
 
     monkeypatch.setattr(qa_eval, "answer_error", lambda ckpt, data, subset, bs, beta, cpu=True: {
-        "error": losses[ckpt][0], "questions": 100, "valid_loss": losses[ckpt][1]})
-    monkeypatch.setattr(qa_eval, "write_reports", lambda rows, out, label: _write(rows, out, label))
-    args = argparse.Namespace(babi_file=None, run=run_specs, out=str(tmp_path), label="x", batch_size=8)
-    assert qa_eval.run(args) == 0
+        "error": numbers[(ckpt, subset)][0], "questions": 100, "valid_loss": numbers[(ckpt, subset)][1]})
+    assert main(["evaluate", "qa", *argv, "--out", str(tmp_path), "--cpu"]) == 0
     rows = list(csv.DictReader((tmp_path / "qa_results.csv").read_text().splitlines()))
     return rows, (tmp_path / "qa_table.md").read_text()
 
 
-def _write(rows, out, label):
-    import csv
-    import io
+def _arm_checkpoints(root, losses):
+    """One small checkpoint per arm with its valid loss (extra_state, where fairseq keeps it)."""
+    import torch
 
-    from nesyseq.evaluations.qa_eval import markdown
-
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=["model", "task", "seed", "error", "ckpt", "valid_loss"], extrasaction="ignore")
-    w.writeheader()
-    w.writerows(rows)
-    (out / "qa_results.csv").write_text(buf.getvalue())
-    (out / "qa_table.md").write_text(markdown(rows, label))
-    return {"md": out / "qa_table.md"}
+    for arm, loss in losses.items():
+        (root / arm).mkdir(parents=True, exist_ok=True)
+        torch.save({"model": {}, "cfg": {"task": {"_name": "babi_qa"}}, "extra_state": {"val_loss": loss}},
+                   root / arm / "checkpoint_best.pt")
+    return str(root / "{arm}" / "checkpoint_best.pt")
 
 
-def test_arms_each_get_a_row_and_the_lowest_valid_loss_is_chosen(tmp_path, monkeypatch, capsys):
+def test_a_chosen_arm_link_scores_every_arm_and_the_lowest_valid_loss_is_the_models_row(tmp_path, monkeypatch,
+                                                                                        capsys):
+    from nesyseq.cli.main import main
+
     rng = random.Random(1)
     arms = ["keep", "zero", "zero-near"]
     ties = 0
-    for trial in range(30):
-        losses = {f"ck/{s}/{a}.pt": (rng.uniform(0, 60), repr(rng.choice([0.004, 0.008, 0.3])))
-                  for s in range(2) for a in arms}
-        specs = [f"model=m,task=2,seed={s},data=d,arms={' '.join(arms)},ckpt=ck/{s}/{{arm}}.pt" for s in range(2)]
-        rows, md = _evaluate_arms(tmp_path, monkeypatch, specs, losses)
+    for trial in range(12):
+        links, numbers = [], {}
+        for s in range(2):
+            losses = {a: rng.choice([0.004, 0.008, 0.3]) for a in arms}
+            pattern = _arm_checkpoints(tmp_path / f"t{trial}" / f"s{s}", losses)
+            link = tmp_path / f"t{trial}" / f"choice{s}"
+            assert main(["choose-arm", "--arms", " ".join(arms), "--checkpoint", pattern, "--out", str(link)]) == 0
+            links.append(str(link / "checkpoint_best.pt"))
+            for a in arms:
+                numbers[(str(Path(pattern.replace("{arm}", a)).resolve()), "test")] = (rng.uniform(0, 60),
+                                                                                      repr(losses[a]))
+        rows, md = _evaluate(tmp_path / f"t{trial}" / "rep", monkeypatch,
+                             ["--checkpoint", *links, "--seed", "0", "1", "--data", "d", "--task", "2", "--model", "m"],
+                             numbers)
         assert [r["model"] for r in rows] == ["m", "m_keep", "m_zero", "m_zero-near"] * 2
         for s in range(2):
             mine = [r for r in rows if r["seed"] == str(s)]
-            for r, a in zip(mine[1:], arms):   # each arm: its own checkpoint's numbers
-                assert r["ckpt"] == f"ck/{s}/{a}.pt" and float(r["error"]) == pytest.approx(losses[r["ckpt"]][0], abs=0.006)
+            for r in mine[1:]:   # each arm: its own checkpoint's numbers
+                assert float(r["error"]) == pytest.approx(numbers[(r["ckpt"], "test")][0], abs=0.006)
             # brute force: the first arm, in the order given, of the smallest loss
-            keyed = sorted((float(losses[f"ck/{s}/{a}.pt"][1]), i, a) for i, a in enumerate(arms))
+            keyed = sorted((float(mine[1 + i]["valid_loss"]), i, a) for i, a in enumerate(arms))
             best = keyed[0][2]
             ties += keyed[0][0] == keyed[1][0]
-            assert mine[0]["ckpt"] == f"ck/{s}/{best}.pt" and mine[0]["error"] == mine[1 + arms.index(best)]["error"]
+            assert mine[0]["ckpt"] == links[s] and mine[0]["error"] == mine[1 + arms.index(best)]["error"]
             assert f"| m | 2 | test | {s} | {best} |" in md
     assert ties > 0   # ties were exercised
     capsys.readouterr()
 
 
-def test_one_arm_is_a_plain_run_and_bad_arms_are_refused(tmp_path, monkeypatch, capsys):
-    from nesyseq.evaluations.qa_eval import parse_run
-    from nesyseq.common.errors import UserError
+def test_zero_shot_subsets_get_their_split_and_append_builds_one_report(tmp_path, monkeypatch, capsys):
+    import json
 
-    rows, md = _evaluate_arms(tmp_path, monkeypatch, ["model=m,task=2,seed=0,data=d,arms=zero,ckpt=ck/{arm}.pt"],
-                              {"ck/zero.pt": (1.0, "0.1")})
-    assert [(r["model"], r["ckpt"]) for r in rows] == [("m", "ck/zero.pt")] and "lowest validation loss" not in md
-    for spec, words in (("arms=keep keep,ckpt=c/{arm}", "distinct"), ("arms=keep zero,ckpt=c.pt", "{arm} in ckpt"),
-                        ("ckpt=c/{arm}.pt", "no arms="), ("arms= ,ckpt=c/{arm}", "distinct")):
-        with pytest.raises(UserError, match=re.escape(words)):
-            parse_run(f"model=m,task=2,seed=0,data=d,{spec}")
-    with pytest.raises(UserError, match=r"ck/keep\.pt has no validation loss"):
-        _evaluate_arms(tmp_path, monkeypatch, ["model=m,task=2,seed=0,data=d,arms=keep zero,ckpt=ck/{arm}.pt"],
-                       {"ck/keep.pt": (1.0, ""), "ck/zero.pt": (2.0, "0.1")})
+    data = tmp_path / "bin" / "task2"
+    data.mkdir(parents=True)
+    (data / "qa_meta.json").write_text(json.dumps({"task": 2, "examples": {"train": 9, "valid": 1, "test": 5,
+                                                                           "test_rooms": 5, "test_people": 5}}))
+    numbers = {("c0.pt", sub): (float(i), "0.5") for i, sub in enumerate(["test", "test_people", "test_rooms"])}
+    numbers[("c1.pt", "test")] = (7.0, "0.25")
+    rows, md = _evaluate(tmp_path / "rep", monkeypatch, ["--checkpoint", "c0.pt", "--seed", "0", "--data", str(data),
+                                                         "--model", "m", "--zero-shot"], numbers)
+    assert [(r["task"], r["split"], r["subset"], r["error"]) for r in rows] == [
+        ("2", "original", "test", "0.00"), ("2", "people", "test_people", "1.00"), ("2", "rooms", "test_rooms", "2.00")]
+    assert "Zero-shot error" in md
+    # a second call with --append adds its row; the same labels again replace, not repeat
+    for _ in range(2):
+        rows, md = _evaluate(tmp_path / "rep", monkeypatch, ["--checkpoint", "c1.pt", "--seed", "1", "--data",
+                                                             str(data), "--model", "m", "--append"], numbers)
+        assert [(r["seed"], r["subset"]) for r in rows] == [("0", "test"), ("0", "test_people"), ("0", "test_rooms"),
+                                                           ("1", "test")]
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--checkpoint", "a.pt", "b.pt", "--seed", "0", "1", "2", "--data", "d", "--model", "m", "--task", "1"],
+     "--seed: 3 values for 2 checkpoints"),
+    (["--checkpoint", "a.pt", "--seed", "0", "--data", "d", "--model", "m"], "no qa_meta.json"),
+    (["--checkpoint", "a.pt", "--seed", "0", "--data", "d", "--task", "1"], "--model NAME"),
+    (["--checkpoint", "a.pt", "--seed", "0", "--data", "d", "--model", "m", "--zero-shot", "--task", "1"],
+     "no test_* subsets"),
+])
+def test_bad_labels_are_one_line_errors(tmp_path, capsys, argv, words):
+    from nesyseq.cli.main import main
+
+    assert main(["evaluate", "qa", *argv, "--out", str(tmp_path / "o"), "--cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0], err

@@ -12,6 +12,23 @@ from nesyseq.plugins.models.qa_common import split_story
 from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
 from tests.qa_helpers import FakeTask, encode, make_dict
 
+
+class DenseTPR:
+    """F held densely, F ← F + Σ_k e_k ⊗ r_k ⊗ f_k: the formula as written, the reference (and
+    benchmarks/bench_qa_tpr.py's baseline) for the model's ``_FactoredTPR``, same ``read`` / ``write``."""
+
+    def __init__(self):
+        self.F = None
+
+    def read(self, a, b):
+        if self.F is None:
+            return torch.zeros_like(a)
+        return torch.einsum("be,br,berf->bf", a, b, self.F)
+
+    def write(self, es, rs, fs):
+        dF = sum(torch.einsum("be,br,bf->berf", e, r, f) for e, r, f in zip(es, rs, fs))
+        self.F = dF if self.F is None else self.F + dF
+
 STORIES = ["mary moved to the kitchen . john moved to the garden . daniel moved to the office . where is john ?",
            "sandra moved to the garden . mary moved to the office . where is mary ?",
            "john moved to the kitchen . where is john ?"]
@@ -87,7 +104,7 @@ def test_factored_memory_equals_dense_with_gradients(cls, monkeypatch):
         return p.detach(), [x.grad.clone() for x in model.parameters() if x.grad is not None]
 
     p, g = run()
-    monkeypatch.setattr(qt, "_FactoredTPR", qt.DenseTPR)
+    monkeypatch.setattr(qt, "_FactoredTPR", DenseTPR)
     p_ref, g_ref = run()
     torch.testing.assert_close(p, p_ref, rtol=0, atol=1e-7)
     assert len(g) == len(g_ref)
@@ -130,7 +147,7 @@ def test_stpr_default_init_starts_in_the_stable_regime(monkeypatch):
 
 
 def test_evaluate_beta_diagnostic_fixes_the_mixture():
-    """evaluate qa's beta= diagnostic: β = 0 leaves only the symbolic part (no mass outside the
+    """evaluate qa's --beta diagnostic: β = 0 leaves only the symbolic part (no mass outside the
     context), β = 1 only the semantic softmax; bad values and models without β are errors."""
     from nesyseq.evaluations.qa_eval import _fix_beta
     from nesyseq.common.errors import UserError

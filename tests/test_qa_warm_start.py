@@ -1,4 +1,4 @@
-"""`nesyseq convert warm-start` (plugins/converters/warm_start.py): a checkpoint carried to another
+"""`nesyseq convert warm-start` (converters/warm_start.py): a checkpoint carried to another
 dictionary computes the same logits for every word both dictionaries have (a brute-force check
 on the symbolic tp_transformer, words in a new order, new words added), new words get fresh
 rows, and a grown encoder's new layers are copies of the top one."""
@@ -15,7 +15,7 @@ from nesyseq.cli.main import main as nesyseq
 from nesyseq.common.errors import UserError
 from nesyseq.plugins.models.folnet_transformer import FolnetTransformerModel
 from nesyseq.plugins.models.tp_transformer import TPTransformerModel
-from nesyseq.plugins.converters.warm_start import warm_start
+from nesyseq.converters.warm_start import warm_start
 from tests.qa_helpers import WORDS, FakeTask, encode
 
 # task 1's words: the QA helpers' 14 and three more rooms (|V| = 21, a size no other tensor of

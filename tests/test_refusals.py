@@ -254,8 +254,8 @@ def test_dictionaries_of_the_same_size_but_other_contents_are_refused(tmp_path, 
 
 def test_evaluate_qa_refuses_a_math_checkpoint(tmp_path):
     (tmp_path / "data").mkdir()
-    refused(["evaluate", "qa", "--out", tmp_path / "out", "--cpu", "--run",
-             f"model=m,task=1,seed=0,ckpt={OLD / 'checkpoint_best.pt'},data={tmp_path / 'data'}"],
+    refused(["evaluate", "qa", "--out", tmp_path / "out", "--cpu", "--checkpoint", OLD / "checkpoint_best.pt",
+             "--data", tmp_path / "data", "--model", "m", "--seed", "0", "--task", "1"],
             tmp_path, "'translation'", "'babi_qa'", "checkpoint_best.pt")
 
 
@@ -273,8 +273,9 @@ def test_a_malicious_checkpoint_is_one_line_everywhere(tmp_path):
     evil.parent.mkdir()
     torch.save({"model": {}, "args": _Exploit(marker)}, evil)
     (tmp_path / "data").mkdir()
-    for argv in (["evaluate", "qa", "--out", tmp_path / "out", "--cpu", "--run",
-                  f"model=m,task=1,seed=0,ckpt={evil},data={tmp_path / 'data'}"],
+    for argv in (["evaluate", "qa", "--out", tmp_path / "out", "--cpu", "--checkpoint", evil, "--data",
+                  tmp_path / "data", "--model", "m", "--seed", "0", "--task", "1"],
+                 ["choose-arm", "--arms", "evil", "--checkpoint", tmp_path / "ck" / "{arm}.pt", "--out", tmp_path / "c"],
                  ["analyze", "roles", "--checkpoint", evil, "--data", tmp_path / "data", "--out", tmp_path / "r.png"],
                  ["evaluate", "math", "--checkpoint", evil, "--data", OLD / "bin", "--out", tmp_path / "e"],
                  ["convert", "export", "--checkpoint", evil, "--out", tmp_path / "x.pt"]):

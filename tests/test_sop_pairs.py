@@ -1,4 +1,4 @@
-"""Sentence-order pairs (plugins/tasks/sop_pairs.py) on hand-built documents.
+"""Sentence-order pairs (plugins/data/sop_pairs.py) on hand-built documents.
 
 References are independent of the code: hand-computed chunk tables and truncations, the
 official rules restated (tencent-ailab/FOLNet dataset.py:18-26, :236-338), and the token ids
@@ -10,7 +10,7 @@ import torch
 from fairseq.data import Dictionary
 
 from folnet_helpers import build, single_thread  # noqa: F401
-from nesyseq.plugins.tasks.sop_pairs import (
+from nesyseq.plugins.data.sop_pairs import (
     GEOMETRIC_P, SentenceOrderDataset, mask_tokens, middle_split, pack_chunks, truncate_pair)
 
 

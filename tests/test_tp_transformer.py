@@ -128,8 +128,10 @@ def test_role_binding_changes_the_output():
     tp = TPMultiheadAttention(16, 2).double()
     z = torch.randn(1, 5, 16, dtype=torch.float64)
     out1 = tp(z)
+    (_, Wr, _, _), (_, br, _, _) = projection_weights(tp)
+    torch.testing.assert_close(tp.roles(z), z @ Wr.T + br, rtol=1e-12, atol=1e-12)   # eq. 3, the roles it binds
     with torch.no_grad():
-        tp._role_weight().mul_(2.0)
+        Wr.mul_(2.0)
     assert not torch.allclose(out1, tp(z))
 
 

@@ -1,4 +1,4 @@
-"""nesyseq train --stop-at-best (slurm/train_until.py): the run stops after the first save whose
+"""nesyseq train --stop-at-best (slurm/train_until.py, plugins/patches/stop_at_best.py): the run stops after the first save whose
 best valid loss reaches the bound, with exactly the state an unbounded run had at that save, and a
 resumed run that had stopped trains nothing.
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import nesyseq.plugins.checkpoint_safety  # noqa: F401  (checkpoint classes allowed for torch.load)
-from nesyseq.slurm.train_until import reached
+from nesyseq.plugins.patches.stop_at_best import reached
 from tests.qa_helpers import prepare_tiny_task1, same_weights
 
 REPO = Path(__file__).resolve().parents[1]

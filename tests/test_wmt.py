@@ -160,17 +160,16 @@ def test_bad_inputs_name_the_file_and_write_nothing(tmp_path, capsys):
 def test_wmt_presets_match_fairseq_sizes():
     from nesyseq import plugins  # noqa: F401  registers the architectures
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+    from nesyseq.plugins.models.config_defaults import arch_config
     fair = argparse.Namespace()
     ARCH_CONFIG_REGISTRY["transformer_wmt_en_de"](fair)
-    tp = argparse.Namespace()
-    ARCH_CONFIG_REGISTRY["tp_transformer_wmt_en_de"](tp)
+    tp = arch_config("tp_transformer_wmt_en_de")
     assert ARCH_MODEL_REGISTRY["tp_transformer_wmt_en_de"].__name__ == "TPTransformerModel"
     for k in ("encoder_embed_dim", "encoder_ffn_embed_dim", "encoder_attention_heads",
               "encoder_layers", "decoder_layers", "dropout"):
         assert getattr(tp, k) == getattr(fair, k), k
     assert tp.no_role_binding is False
-    fol = argparse.Namespace()
-    ARCH_CONFIG_REGISTRY["folnet_transformer_wmt_en_de"](fol)
+    fol = arch_config("folnet_transformer_wmt_en_de")
     assert (fol.folnet_unary_dim, fol.folnet_heads, fol.folnet_ffn_unary) == (
         fair.encoder_embed_dim, fair.encoder_attention_heads, fair.encoder_ffn_embed_dim)
     assert (fol.encoder_layers, fol.decoder_layers, fol.dropout) == (6, 6, 0.1)

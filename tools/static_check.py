@@ -30,7 +30,7 @@ TREE = REPO / ".mypy_tree"
 # installed name under nesyseq/ -> folder of the checkout (setup.cfg's package_dir)
 FOLDERS = {"plugins": "plugins", "user_dir": "user_dir", "data_prep": "data_prep",
            "triton_kernels": "triton_kernels", "slurm": "slurm", "evaluations": "evaluations",
-           "cli": "nesyseq/cli", "common": "nesyseq/common", "hub": "nesyseq/hub"}
+           "converters": "converters", "cli": "nesyseq/cli", "common": "nesyseq/common", "hub": "nesyseq/hub"}
 CRASH_CODES = {"attr-defined", "name-defined", "call-arg", "has-type", "import-not-found"}
 # "None" not callable and friends are reported under [misc]
 CRASH_MESSAGES = re.compile(r'"None" not callable|"None" has no attribute|Too (many|few) arguments')

@@ -15,6 +15,7 @@
     nesyseq quickstart        the whole Mathematics Dataset job on a small default
     nesyseq fetch NAME        download an external dataset, verify its sha256, extract it
     nesyseq train             fairseq-train, optionally stopped at a best valid loss (--stop-at-best)
+    nesyseq choose-arm        of a stage's arms, the checkpoint of lowest valid loss (curriculum; docs/slurm.md)
 
 Each subcommand lives with the code it drives (``data_prep``, ``evaluations``,
 ...); a module only needs ``add_arguments(parser)`` and ``run(args)``.  To add one, add a
@@ -53,16 +54,18 @@ COMMANDS = {
                       "verify its sha256 and extract it"),
     ("train", None): ("nesyseq.slurm.train_until", "fairseq-train in this process, optionally stopped once a saved "
                       "checkpoint's valid loss reaches a bound (--stop-at-best)"),
+    ("choose-arm", None): ("nesyseq.evaluations.arm_choice", "of several trained checkpoints (a stage's arms), the one "
+                           "of lowest validation loss, as a link; no test"),
     ("launch", None): ("nesyseq.slurm.launcher", "run an experiment's stages as SLURM (or local) jobs"),
     ("status", None): ("nesyseq.slurm.status", "state of every job of a launched run, and failure causes"),
     ("collect", None): ("nesyseq.slurm.collect", "one mean ± std table and plot over a run's job array"),
     ("prepare", "entailment"): ("nesyseq.data_prep.entailment_cli", "logical entailment data: Evans et al. files or our generator"),
     ("evaluate", "entailment"): ("nesyseq.evaluations.entailment_eval", "accuracy per split of tpru_classifier checkpoints"),
     ("tokenize", "wordpiece"): ("nesyseq.data_prep.wordpiece", "BERT WordPiece tokenization (for converted FOLNet checkpoints)"),
-    ("convert", "folnet"): ("nesyseq.plugins.converters.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
-    ("convert", "export"): ("nesyseq.evaluations.export", "a trained checkpoint's weights only (fp16 or fp32), for re-evaluation"),
+    ("convert", "folnet"): ("nesyseq.converters.folnet_official", "the authors' FOLNet *.pt + *.cfg -> fairseq checkpoint + dict.txt"),
+    ("convert", "export"): ("nesyseq.converters.export", "a trained checkpoint's weights only (fp16 or fp32), for re-evaluation"),
     ("analyze", "math-study"): ("nesyseq.evaluations.math_study", "the TP-T vs Transformer study's report: Table 1, Fig. 2, steps, paired bootstrap"),
-    ("convert", "warm-start"): ("nesyseq.plugins.converters.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
+    ("convert", "warm-start"): ("nesyseq.converters.warm_start", "a trained checkpoint re-indexed to another dictionary (and grown): the start of a curriculum stage"),
 }
 
 GROUP_HELP = {

@@ -45,7 +45,7 @@ def add_subset(parser, default: str, help: str, aliases: Sequence[str] = ()) -> 
 def add_cpu(parser, gpu_alias: bool = False) -> None:
     parser.add_argument("--cpu", action="store_true",
                         help="run on CPU even when a GPU is present (the GPU is the default when one is)")
-    if gpu_alias:   # the older opt-in; the GPU is now the default when present
+    if gpu_alias:   # --gpu is accepted and changes nothing: the GPU is the default when present
         parser.add_argument("--gpu", action="store_true", help=HIDDEN)
 
 

@@ -1,4 +1,4 @@
-"""Entity dropout (ours, issue 23; docs/qa.md): in training, per example, some context words are
+"""Entity dropout (ours; docs/qa.md): in training, per example, some context words are
 treated as words unseen in training, the way the paper's zero-shot test treats them (their
 semantic embedding and output rows read as zero).  One option group and one module serve every
 model that has it (tpr_rnn / stpr, tp_transformer):
@@ -92,31 +92,31 @@ class EntityDropoutConfig(FairseqDataclass):
         "help": "training only (ours): per example, every distinct context word is treated as unseen "
                 "with this probability: its semantic embedding and its output logit read as zero (and, "
                 "in tp_transformer, its α as the initial one), as the zero-shot test does for words "
-                "absent from train (docs/qa.md, issue 23); tp_transformer needs --symbolic-embeddings "
+                "absent from train (docs/qa.md); tp_transformer needs --symbolic-embeddings "
                 "or --symbolic-output"})
     entity_dropout_story: float = field(default=0.0, metadata={
         "help": "training only (ours): per example, with this probability every context word is "
                 "treated as unseen at once (the all-new zero-shot test), on top of --entity-dropout's "
-                "per-word draws; alone it also turns the dropout path on (docs/qa.md, issue 23)"})
+                "per-word draws; alone it also turns the dropout path on (docs/qa.md)"})
     entity_dropout_random_rate: float = field(default=0.0, metadata={
         "help": "training only (ours): per example, a rate r ~ U(0, R) is drawn and each context word "
                 "is treated as unseen with probability max(--entity-dropout, r), so training sees "
                 "every number of new words at once, not mostly 0-1 (P) or all (story); alone it "
-                "also turns the dropout path on (docs/qa.md, issue 23)"})
+                "also turns the dropout path on (docs/qa.md)"})
     entity_dropout_words: str = field(default="", metadata={
         "help": "training only (ours): the words entity dropout may pick (e.g. the task's people, "
                 "rooms and objects), comma-separated or @FILE (whitespace-separated words); the "
                 "per-word, story and random-rate draws are made as without it and then kept only on "
                 "these words, so story dropout shows exactly the all-new test (entities new, verbs and "
                 "function words known). Empty: every context word. Listed words absent from the "
-                "dictionary are skipped; none present is an error (docs/qa.md, issue 23)"})
+                "dictionary are skipped; none present is an error (docs/qa.md)"})
     entity_dropout_type: float = field(default=0.0, metadata={
         "help": "training only (ours): per example, with this probability one group of "
                 "--entity-dropout-groups is drawn uniformly (whether or not the example has words of "
                 "it) and every context word of it is treated as unseen at once (e.g. all the people, "
                 "rooms and objects known: the 'people' zero-shot test), on top of the other draws "
                 "and, like them, kept on --entity-dropout-words when that is given; alone it also "
-                "turns the dropout path on (docs/qa.md, issue 23)"})
+                "turns the dropout path on (docs/qa.md)"})
     entity_dropout_groups: str = field(default="", metadata={
         "help": "training only (ours): the groups --entity-dropout-type draws from, ';'-separated "
                 "lists of comma-separated words, e.g. 'mary,john;kitchen,garden;milk'. Words and "

@@ -84,15 +84,14 @@ class TPMultiheadAttention(nn.Module):
                     nn.init.xavier_uniform_(block)
                     nn.init.zeros_(bias)
 
-    def _role_weight(self) -> Tensor:
-        d = self.embed_dim
-        w = self.in_proj.weight if self.self_attention else self.q_proj.weight
-        return w.data[d: 2 * d]
-
-    def _role_bias(self) -> Tensor:
-        d = self.embed_dim
-        b = self.in_proj.bias if self.self_attention else self.q_proj.bias
-        return b.data[d: 2 * d]
+    def roles(self, query: Tensor) -> Optional[Tensor]:
+        """r_t = W^(r) z_t + b of every head (eq. 3), side by side (B, T, d), from the query stream as
+        :meth:`forward` binds it; None without role binding (r ≡ 1)."""
+        if not self.role_binding:
+            return None
+        d = query.size(-1)
+        proj = self.in_proj(query) if self.self_attention else self.q_proj(query)
+        return proj.split(d, dim=-1)[1]
 
     def _heads(self, x: Tensor) -> Tensor:
         # (B, T, d) -> (B, H, T, d_k)
@@ -106,7 +105,6 @@ class TPMultiheadAttention(nn.Module):
         key_padding_mask: Optional[Tensor] = None,  # (B, Tk) bool, True = pad
         causal: bool = False,
         incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
-        return_roles: bool = False,
         attn_bias: Optional[Tensor] = None,  # (1|B, H, Tq, Tk) added to the scores
     ):
         B, Tq, d = query.shape
@@ -123,10 +121,7 @@ class TPMultiheadAttention(nn.Module):
         )
         vbar = vbar.transpose(1, 2).reshape(B, Tq, d)  # heads side by side
         bound = vbar * r if r is not None else vbar  # vbar^h ⊙ r^h for every head at once
-        out = self.out_proj(bound)  # sum_h W^(o)_h (...) + b^(o)
-        if return_roles:
-            return out, r
-        return out
+        return self.out_proj(bound)  # sum_h W^(o)_h (...) + b^(o)
 
     def _project(self, query, memory, incremental_state, saved, to_heads, query_src=None, memory_src=None):
         """-> q (B, Tq, d), r (B, Tq, d) or None, k and v as ``to_heads(k, v, src)`` makes them

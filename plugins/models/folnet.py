@@ -25,10 +25,11 @@ from torch import Tensor
 from fairseq.dataclass import ChoiceEnum
 from fairseq.models import FairseqEncoder, FairseqEncoderModel, register_model, register_model_architecture
 from fairseq import utils
-from fairseq.utils import safe_getattr
 
 from nesyseq.plugins.layers.folnet_layer import layer_norm
-from nesyseq.plugins.models.folnet_common import FolnetCommonConfig, FolnetEncoderCore, folnet_embedding, folnet_sizes
+from nesyseq.plugins.models.config_defaults import model_config, preset
+from nesyseq.plugins.models.folnet_common import (FOLNET_LARGE, FOLNET_TINY, FolnetCommonConfig, FolnetEncoderCore,
+                                                  folnet_embedding)
 from nesyseq.plugins.torch_compile import maybe_compile
 
 logger = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ class FolnetMLMEncoder(FairseqEncoder):
         super().__init__(dictionary)
         embed = folnet_embedding(len(dictionary), cfg.folnet_unary_dim, dictionary.pad())
         self.core = FolnetEncoderCore(cfg, embed, cfg.folnet_layers, cls=True, separator=dictionary.eos(),
-                                      segments=str(safe_getattr(cfg, "folnet_segments", "roberta")))
+                                      segments=str(cfg.folnet_segments))
         self.lm_head = FolnetLMHead(cfg.folnet_unary_dim, weight=embed.weight)
         # pooler: dense + activation on the first token (folnet.py:706-707, :732-733), part of the
         # official FOLNet module; classification heads read its output
@@ -137,7 +138,7 @@ class FolnetModel(FairseqEncoderModel):
 
     @classmethod
     def build_model(cls, cfg, task):
-        folnet_base(cfg)
+        cfg = model_config(cfg, FolnetConfig)
         return maybe_compile(cls(cfg, FolnetMLMEncoder(cfg, task.source_dictionary)), cfg)
 
     def forward(self, src_tokens, features_only=False, return_all_hiddens=False, classification_head_name=None,
@@ -174,26 +175,16 @@ class FolnetModel(FairseqEncoderModel):
                     del state_dict[k]
 
 
-def _folnet_encoder_extras(args):
-    args.max_positions = safe_getattr(args, "max_positions", 1024)
-    args.folnet_segments = safe_getattr(args, "folnet_segments", "roberta")
-    args.pooler_activation_fn = safe_getattr(args, "pooler_activation_fn", "tanh")
-    args.pooler_dropout = safe_getattr(args, "pooler_dropout", 0.1)
-
-
 @register_model_architecture("folnet", "folnet_base")
 def folnet_base(args):
-    folnet_sizes(args, 12, 768, 64, 12, 3072, 256, 64)
-    _folnet_encoder_extras(args)
+    """The dataclass defaults (BERT-base sizes, 12 layers)."""
 
 
 @register_model_architecture("folnet", "folnet_large")
 def folnet_large(args):
-    folnet_sizes(args, 24, 1024, 64, 16, 4096, 256, 64)
-    _folnet_encoder_extras(args)
+    preset(args, folnet_layers=24, **FOLNET_LARGE)
 
 
 @register_model_architecture("folnet", "folnet_tiny")
 def folnet_tiny(args):
-    folnet_sizes(args, 2, 32, 8, 4, 64, 16, 8)
-    _folnet_encoder_extras(args)
+    preset(args, folnet_layers=2, **FOLNET_TINY)

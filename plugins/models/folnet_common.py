@@ -1,6 +1,6 @@
 """What the FOLNet models share (folnet, folnet_lm, folnet_transformer and FolnetDecoder): the
 common options, the embedding init, the stack's arguments, the encoder core (embeddings, relative
-distance atoms, the layer stack) and the preset sizes.
+distance atoms, the layer stack) and the preset sizes beyond the dataclass defaults.
 """
 from dataclasses import dataclass, field
 from typing import Optional
@@ -10,7 +10,6 @@ import torch.nn as nn
 from torch import Tensor
 
 from fairseq.dataclass import ChoiceEnum
-from fairseq.utils import safe_getattr
 
 from nesyseq.plugins.layers.folnet_layer import FolnetStack, layer_norm
 from nesyseq.plugins.layers.folnet_masks import real_positions, self_mask
@@ -103,17 +102,8 @@ class FolnetEncoderCore(nn.Module):
         return u1, u2, padding, hiddens
 
 
-def folnet_sizes(args, layers, d1, d2, heads, ffn1, ffn2, clip):
-    """An arch preset's sizes, each unless the config has it already."""
-    if layers is not None:
-        args.folnet_layers = safe_getattr(args, "folnet_layers", layers)
-    args.folnet_unary_dim = safe_getattr(args, "folnet_unary_dim", d1)
-    args.folnet_binary_dim = safe_getattr(args, "folnet_binary_dim", d2)
-    args.folnet_heads = safe_getattr(args, "folnet_heads", heads)
-    args.folnet_ffn_unary = safe_getattr(args, "folnet_ffn_unary", ffn1)
-    args.folnet_ffn_binary = safe_getattr(args, "folnet_ffn_binary", ffn2)
-    args.folnet_rpe_clip = safe_getattr(args, "folnet_rpe_clip", clip)
-    args.folnet_ops = safe_getattr(args, "folnet_ops", "jmc.atp")
-    args.folnet_trans_impl = safe_getattr(args, "folnet_trans_impl", "auto")
-    args.dropout = safe_getattr(args, "dropout", 0.1)
-    args.checkpoint_activations = safe_getattr(args, "checkpoint_activations", False)
+# The preset sizes besides the dataclass defaults (the base model: D1 768, D2 64, 12 heads, FFN 3072 /
+# 256, clip 64); the layer counts are each model's own.
+FOLNET_TINY = dict(folnet_unary_dim=32, folnet_binary_dim=8, folnet_heads=4, folnet_ffn_unary=64,
+                   folnet_ffn_binary=16, folnet_rpe_clip=8)
+FOLNET_LARGE = dict(folnet_unary_dim=1024, folnet_heads=16, folnet_ffn_unary=4096)

@@ -12,10 +12,10 @@
 from dataclasses import dataclass, field
 
 from fairseq.models import FairseqLanguageModel, register_model, register_model_architecture
-from fairseq.utils import safe_getattr
 
 from nesyseq.plugins.torch_compile import maybe_compile
-from nesyseq.plugins.models.folnet_common import FolnetCommonConfig, folnet_embedding, folnet_sizes
+from nesyseq.plugins.models.config_defaults import model_config, preset
+from nesyseq.plugins.models.folnet_common import FOLNET_TINY, FolnetCommonConfig, folnet_embedding
 from nesyseq.plugins.models.folnet_decoder import FolnetDecoder
 
 
@@ -33,7 +33,7 @@ class FolnetLanguageModel(FairseqLanguageModel):
 
     @classmethod
     def build_model(cls, cfg, task):
-        folnet_lm_base(cfg)
+        cfg = model_config(cfg, FolnetLMConfig)
         dictionary = task.target_dictionary
         embed = folnet_embedding(len(dictionary), cfg.folnet_unary_dim, dictionary.pad())
         decoder = FolnetDecoder(cfg, dictionary, embed, cfg.folnet_layers, cross=False,
@@ -46,17 +46,11 @@ class FolnetLanguageModel(FairseqLanguageModel):
         return self.decoder(src_tokens, **kwargs)
 
 
-def _lm_extras(args):
-    args.max_target_positions = safe_getattr(args, "max_target_positions", 1024)
-
-
 @register_model_architecture("folnet_lm", "folnet_lm_base")
 def folnet_lm_base(args):
-    folnet_sizes(args, 12, 768, 64, 12, 3072, 256, 64)
-    _lm_extras(args)
+    """The dataclass defaults (BERT-base sizes, 12 layers)."""
 
 
 @register_model_architecture("folnet_lm", "folnet_lm_tiny")
 def folnet_lm_tiny(args):
-    folnet_sizes(args, 2, 32, 8, 4, 64, 16, 8)
-    _lm_extras(args)
+    preset(args, folnet_layers=2, **FOLNET_TINY)

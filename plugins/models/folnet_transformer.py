@@ -10,14 +10,13 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from fairseq.models import FairseqEncoder, FairseqEncoderDecoderModel, register_model, register_model_architecture
-from fairseq.utils import safe_getattr
 
 import torch
 from torch import nn
 
 from nesyseq.plugins.layers.symbolic import SymbolAlpha, UnseenZeroEmbedding, context_symbols, lookup_phi, symbol_ignore_ids
-from nesyseq.plugins.models.config_defaults import GroupedConfig, SymbolicConfig, as_grouped, fill_missing_fields, is_symbolic
-from nesyseq.plugins.models.folnet_common import FolnetCommonConfig, FolnetEncoderCore, folnet_embedding, folnet_sizes
+from nesyseq.plugins.models.config_defaults import GroupedConfig, SymbolicConfig, is_symbolic, model_config, preset
+from nesyseq.plugins.models.folnet_common import FOLNET_TINY, FolnetCommonConfig, FolnetEncoderCore, folnet_embedding
 from nesyseq.plugins.models.folnet_decoder import FolnetDecoder
 from nesyseq.plugins.torch_compile import maybe_compile
 
@@ -72,8 +71,7 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, cfg, task):
-        cfg = as_grouped(cfg, FolnetTransformerConfig)
-        folnet_transformer_base(cfg)
+        cfg = model_config(cfg, FolnetTransformerConfig)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         d1 = cfg.folnet_unary_dim
         if cfg.share_all_embeddings:
@@ -108,33 +106,21 @@ class FolnetTransformerModel(FairseqEncoderDecoderModel):
 
 def _embedding(num: int, dim: int, padding_idx: int) -> nn.Embedding:
     """folnet_embedding's init (N(0, 1/D1), zero pad row) in an embedding that can zero unseen words."""
-    init = folnet_embedding(num, dim, padding_idx).weight.data   # the same random draws as before
+    init = folnet_embedding(num, dim, padding_idx).weight.data   # the same random draws as folnet_embedding's
     return UnseenZeroEmbedding(num, dim, padding_idx=padding_idx, _weight=init)
-
-
-def _encdec(args, enc_layers, dec_layers):
-    args.encoder_layers = safe_getattr(args, "encoder_layers", enc_layers)
-    args.decoder_layers = safe_getattr(args, "decoder_layers", dec_layers)
-    args.share_all_embeddings = safe_getattr(args, "share_all_embeddings", False)
-    args.max_source_positions = safe_getattr(args, "max_source_positions", 1024)
-    args.max_target_positions = safe_getattr(args, "max_target_positions", 1024)
-    fill_missing_fields(args, FolnetTransformerConfig)   # the symbolic group; argparse-era checkpoints
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_base")
 def folnet_transformer_base(args):
-    folnet_sizes(args, None, 768, 64, 12, 3072, 256, 64)
-    _encdec(args, 6, 6)
+    """The dataclass defaults (BERT-base sizes, 6+6 layers)."""
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_math")
 def folnet_transformer_math(args):
     # tp_transformer_math sizes: d=512, ffn 2048, H=8, 6+6 layers
-    folnet_sizes(args, None, 512, 64, 8, 2048, 256, 64)
-    _encdec(args, 6, 6)
+    preset(args, folnet_unary_dim=512, folnet_heads=8, folnet_ffn_unary=2048)
 
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_tiny")
 def folnet_transformer_tiny(args):
-    folnet_sizes(args, None, 32, 8, 4, 64, 16, 8)
-    _encdec(args, 2, 2)
+    preset(args, encoder_layers=2, decoder_layers=2, **FOLNET_TINY)

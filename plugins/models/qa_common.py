@@ -8,6 +8,8 @@ import torch
 from fairseq.models import FairseqEncoderDecoderModel, FairseqIncrementalDecoder
 from torch import Tensor
 
+from nesyseq.plugins.models.config_defaults import model_config
+
 
 def split_story(src: Tensor, sent_end: int, q_end: int, pad: int, eos: int) -> Tuple[Tensor, Tensor]:
     """(B, T) flat source -> story (B, S, W) and question (B, Wq), padded with ``pad``.
@@ -75,9 +77,11 @@ class QAModel(FairseqEncoderDecoderModel):
     ``AnswerDecoder``: memnet / smn (qa_memnet.py) and tpr_rnn / stpr (qa_tpr.py)."""
     symbolic = False
     encoder_class: Any = None  # the encoder's class, set by each model
+    config_class: Any = None   # the model's FairseqDataclass, set by each model
 
     @classmethod
     def build_model(cls, cfg, task):
+        cfg = model_config(cfg, cls.config_class)
         return cls(cls.encoder_class(cfg, task.source_dictionary, cls.symbolic),
                    AnswerDecoder(task.target_dictionary))
 

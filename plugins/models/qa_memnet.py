@@ -33,7 +33,7 @@ from fairseq.models import FairseqEncoder, register_model, register_model_archit
 from torch import Tensor, nn
 
 from nesyseq.plugins.layers.symbolic import HybridEmbedding, context_symbols, lookup_phi, symbolic_output_probs
-from nesyseq.plugins.models.config_defaults import fill_missing_fields
+from nesyseq.plugins.models.config_defaults import preset
 from nesyseq.plugins.models.qa_common import QAModel, split_story
 
 
@@ -198,21 +198,20 @@ class MemNetEncoder(FairseqEncoder):
 class MemNetModel(QAModel):
     symbolic = False
     encoder_class = MemNetEncoder
+    config_class = MemNetConfig
 
 
 @register_model("smn", dataclass=MemNetConfig)
 class SymbolicMemNetModel(QAModel):
     symbolic = True
     encoder_class = MemNetEncoder
+    config_class = MemNetConfig
 
 
 @register_model_architecture("memnet", "memnet_babi")
 def memnet_babi(cfg):
-    cfg.embed_dim = getattr(cfg, "embed_dim", 50)
-    cfg.hops = getattr(cfg, "hops", 3)
-    cfg.linear_start_epochs = getattr(cfg, "linear_start_epochs", 20)    # config_babi.m:29-31
-    cfg.random_noise = getattr(cfg, "random_noise", 0.1)                 # config_babi.m:19
-    fill_missing_fields(cfg, MemNetConfig)
+    preset(cfg, linear_start_epochs=20,    # config_babi.m:29-31
+           random_noise=0.1)               # config_babi.m:19
 
 
 @register_model_architecture("smn", "smn_babi")

@@ -11,7 +11,7 @@
 Shapes follow the reference code, F[b, entity, role, entity] (TPR-RNN-Torch tpr_rnn.py:85)
 and the read-out contracts the question's *entity* vector with F's first and its *role*
 vector with F's second axis (tpr_rnn.py:138-140) where eq. 11-12 write n ∈ ℝ^R first: the
-two dimensions are swapped relative to the paper's notation (issue 11).  Z is a trained
+two dimensions are swapped relative to the paper's notation.  Z is a trained
 parameter (TPR-RNN-Torch reads it through ``.data``, tpr_rnn.py:143, so never trains it; we do).
 
 stpr: entities, roles and intermediate vectors live in ℝ^{d+m} (F is (d+m)³); its MLPs use
@@ -30,7 +30,7 @@ from torch import nn
 from nesyseq.plugins.layers.entity_dropout import EntityDropout, EntityDropoutConfig
 from nesyseq.plugins.layers.symbolic import (HybridEmbedding, SymbolicLinear, context_symbols, lookup_phi,
                                      slot_layer_norm, symbolic_output_probs)
-from nesyseq.plugins.models.config_defaults import GroupedConfig, as_grouped, fill_missing_fields
+from nesyseq.plugins.models.config_defaults import GroupedConfig, preset
 from nesyseq.plugins.models.qa_common import QAModel, split_story
 
 logger = logging.getLogger(__name__)
@@ -126,23 +126,6 @@ class _FactoredTPR:
             self.P, self.Q, self.U = new
         else:
             self.P, self.Q, self.U = (torch.cat([old, x], 1) for old, x in zip((self.P, self.Q, self.U), new))
-
-
-class DenseTPR:
-    """F held densely, F ← F + Σ_k e_k ⊗ r_k ⊗ f_k: the formula as written, kept as the
-    reference and benchmark baseline for ``_FactoredTPR`` (same ``read`` / ``write``)."""
-
-    def __init__(self):
-        self.F = None
-
-    def read(self, a, b):
-        if self.F is None:
-            return torch.zeros_like(a)
-        return torch.einsum("be,br,berf->bf", a, b, self.F)
-
-    def write(self, es, rs, fs):
-        dF = sum(torch.einsum("be,br,bf->berf", e, r, f) for e, r, f in zip(es, rs, fs))
-        self.F = dF if self.F is None else self.F + dF
 
 
 class TPREncoder(FairseqEncoder):
@@ -304,10 +287,7 @@ class TPREncoder(FairseqEncoder):
 
 class _TPRModel(QAModel):
     encoder_class = TPREncoder
-
-    @classmethod
-    def build_model(cls, cfg, task):
-        return super().build_model(as_grouped(cfg, TPRConfig), task)
+    config_class = TPRConfig
 
     def entity_dropout_rate(self) -> float:
         return self.encoder.entity_dropout_rate()
@@ -329,8 +309,8 @@ class SymbolicTPRModel(_TPRModel):
 @register_model_architecture("tpr_rnn", "tpr_rnn_babi")
 def tpr_rnn_babi(cfg):
     """TPR-RNN-Torch configs/config_1.json:3-6: E = 90, hidden 40, R = 20.  Its word embedding
-    width is the vocabulary size (train.py:60); ours is --embed-dim (default 32)."""
-    fill_missing_fields(cfg, TPRConfig)   # the TPRConfig defaults are these sizes
+    width is the vocabulary size (train.py:60); ours is --embed-dim (default 32).  These sizes
+    are the TPRConfig defaults."""
 
 
 @register_model_architecture("stpr", "stpr_babi")
@@ -341,10 +321,7 @@ def stpr_babi(cfg):
 @register_model_architecture("tpr_rnn", "tpr_rnn_small")
 def tpr_rnn_small(cfg):
     """The paper's small variant: d = 20 with dropout 0.5."""
-    cfg.embed_dim = 20
-    cfg.hidden_dim = 20
-    cfg.dropout = 0.5
-    fill_missing_fields(cfg, TPRConfig)
+    preset(cfg, embed_dim=20, hidden_dim=20, dropout=0.5)
 
 
 @register_model_architecture("stpr", "stpr_small")

@@ -48,8 +48,7 @@ from nesyseq.plugins.layers.entity_dropout import EntityDropout, EntityDropoutCo
 from nesyseq.plugins.layers.relative_position import RelativePositionBias
 from nesyseq.plugins.layers.tp_attention import TPMultiheadAttention
 from nesyseq.plugins.layers.tp_embedding import TPEmbedding, positions_from_padding
-from nesyseq.plugins.models.config_defaults import (GroupedConfig, SymbolicConfig, as_grouped, fill_missing_fields,
-                                            is_symbolic, set_default)
+from nesyseq.plugins.models.config_defaults import GroupedConfig, SymbolicConfig, is_symbolic, model_config, preset
 from nesyseq.plugins.torch_compile import CompileConfig, call_eager, maybe_compile
 
 ROLE_INIT_CHOICES = ChoiceEnum(["xavier", "default"])
@@ -59,7 +58,7 @@ ROLE_INIT_CHOICES = ChoiceEnum(["xavier", "default"])
 class TPSymbolicConfig(SymbolicConfig):
     symbolic_score_init: float = field(
         default=1.0, metadata={"help": "init of λ_q, the weight of the symbolic score term s_tᵀ(λ_q I + "
-                                       "γ_q 11ᵀ)s_i in every attention (ours; 1 = the earlier init)"})
+                                       "γ_q 11ᵀ)s_i in every attention (ours; 1: the plain dot product s_tᵀs_i)"})
 
 
 @dataclass
@@ -135,8 +134,36 @@ def symbolic_attention_class(cfg):
     return partial(SymbolicTPMultiheadAttention, score_init=cfg.symbolic.symbolic_score_init)
 
 
-class TPEncoderLayer(nn.Module):
+def attend(attn: nn.Module, x: Tensor, s: Optional[Tensor], slot_mask: Optional[Tensor],
+           memory_s: Optional[Tensor] = None, **kwargs):
+    """One attention sub-layer on its normalised input x, or on x ⊕ s when the cell carries the
+    symbolic stream (s normalised; ``attn`` is then a SymbolicTPMultiheadAttention and
+    ``memory_s`` the encoder's final symbolic states) -> (a, a_s), a_s None without s."""
+    if s is None:
+        return attn(x, **kwargs), None
+    return attn(x, s, slot_mask, memory_sym=memory_s, **kwargs)
+
+
+class TPCell(nn.Module):
+    """What the encoder and decoder cells share: dropout on the semantic sub-layer outputs and
+    the closing FF sub-layer, z' = LN(h + FF(LN(h))), with its symbolic counterpart
+    s' = LN(hs + FF_s(LN(hs))) (no dropout on the symbolic part) when the cell carries s."""
     compile_unit = True  # --compile compiles each of these (plugins/torch_compile.py)
+
+    def drop(self, x: Tensor) -> Tensor:
+        return F.dropout(x, p=self.dropout, training=self.training)
+
+    def close(self, h: Tensor, hs: Optional[Tensor], slot_mask: Optional[Tensor]):
+        z = self.ln_out(h + self.drop(self.ff(self.ln_ff(h))))
+        if hs is None:
+            return z, None
+        return z, self.sln_out(hs + self.sff(self.sln_ff(hs, slot_mask), slot_mask), slot_mask)
+
+
+class TPEncoderLayer(TPCell):
+    """h = z + TPMHA(LN(z), LN(z_{1:T})), z' = LN(h + FF(LN(h))) (eq. 1) on z (B, T, d); with the
+    symbolic stream s (B, T, m) over the real slots ``slot_mask`` (B, m), the same cell on z ⊕ s
+    (plugins/layers/symbolic_transformer.py).  -> (z', s'), s' None without s."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -155,34 +182,19 @@ class TPEncoderLayer(nn.Module):
             self.sln_attn, self.sln_ff, self.sln_out = SlotLayerNorm(), SlotLayerNorm(), SlotLayerNorm()
             self.sff = SymbolicFeedForward()
 
-    def forward_symbolic(self, z: Tensor, s: Tensor, slot_mask: Tensor, padding_mask: Optional[Tensor],
-                         attn_bias: Optional[Tensor] = None):
-        """The same cell on z ⊕ s: (B, T, d), (B, T, m) -> (B, T, d), (B, T, m)."""
-        a, a_s = self.self_attn(self.ln_attn(z), self.sln_attn(s, slot_mask), slot_mask,
-                                key_padding_mask=padding_mask, attn_bias=attn_bias)
-        h = z + F.dropout(a, p=self.dropout, training=self.training)
-        hs = s + a_s
-        f = F.dropout(self.ff(self.ln_ff(h)), p=self.dropout, training=self.training)
-        fs = self.sff(self.sln_ff(hs, slot_mask), slot_mask)
-        return self.ln_out(h + f), self.sln_out(hs + fs, slot_mask)
-
-    def forward(self, z: Tensor, padding_mask: Optional[Tensor], return_roles: bool = False,
-                attn_bias: Optional[Tensor] = None):
-        # h = z + TPMHA(LN(z), LN(z_{1:T}))   (+ relative-position bias on the scores)
-        a = self.self_attn(self.ln_attn(z), key_padding_mask=padding_mask, return_roles=return_roles,
-                           attn_bias=attn_bias)
-        roles = None
-        if return_roles:
-            a, roles = a
-        h = z + F.dropout(a, p=self.dropout, training=self.training)
-        # z' = LN(h + FF(LN(h)))
-        f = F.dropout(self.ff(self.ln_ff(h)), p=self.dropout, training=self.training)
-        out = self.ln_out(h + f)
-        return (out, roles) if return_roles else out
+    def forward(self, z: Tensor, padding_mask: Optional[Tensor], attn_bias: Optional[Tensor] = None,
+                s: Optional[Tensor] = None, slot_mask: Optional[Tensor] = None):
+        # attn_bias: the relative-position bias on the scores (1, H, T, T), or None
+        ns = None if s is None else self.sln_attn(s, slot_mask)
+        a, a_s = attend(self.self_attn, self.ln_attn(z), ns, slot_mask, key_padding_mask=padding_mask,
+                        attn_bias=attn_bias)
+        return self.close(z + self.drop(a), None if s is None else s + a_s, slot_mask)
 
 
-class TPDecoderLayer(nn.Module):
-    compile_unit = True  # --compile compiles each of these (plugins/torch_compile.py)
+class TPDecoderLayer(TPCell):
+    """Masked self TP-attention, TP-attention over the encoder's final states ``memory`` (and
+    ``memory_s`` with the symbolic stream), then FF, each with pre-LN and a residual, on z or on
+    z ⊕ s.  -> (z', s'), s' None without s."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -207,32 +219,17 @@ class TPDecoderLayer(nn.Module):
             self.sln_ff, self.sln_out = SlotLayerNorm(), SlotLayerNorm()
             self.sff = SymbolicFeedForward()
 
-    def forward_symbolic(self, z: Tensor, s: Tensor, slot_mask: Tensor, memory: Tensor, memory_s: Tensor,
-                         memory_padding_mask: Optional[Tensor], self_padding_mask: Optional[Tensor] = None,
-                         incremental_state=None):
-        """The decoder cell on z ⊕ s; memory ⊕ memory_s are the encoder's final states."""
-        drop = lambda x: F.dropout(x, p=self.dropout, training=self.training)  # noqa: E731
-        a, a_s = self.self_attn(self.ln_self(z), self.sln_self(s, slot_mask), slot_mask,
-                                key_padding_mask=self_padding_mask, causal=incremental_state is None,
-                                incremental_state=incremental_state)
-        h, hs = z + drop(a), s + a_s
-        a, a_s = self.cross_attn(self.ln_cross(h), self.sln_cross(hs, slot_mask), slot_mask,
-                                 memory=memory, memory_sym=memory_s, key_padding_mask=memory_padding_mask,
-                                 incremental_state=incremental_state)
-        h, hs = h + drop(a), hs + a_s
-        f, fs = drop(self.ff(self.ln_ff(h))), self.sff(self.sln_ff(hs, slot_mask), slot_mask)
-        return self.ln_out(h + f), self.sln_out(hs + fs, slot_mask)
-
     def forward(self, z: Tensor, memory: Tensor, memory_padding_mask: Optional[Tensor],
-                self_padding_mask: Optional[Tensor] = None, incremental_state=None):
-        drop = lambda x: F.dropout(x, p=self.dropout, training=self.training)  # noqa: E731
-        h = z + drop(self.self_attn(self.ln_self(z), key_padding_mask=self_padding_mask,
-                                    causal=incremental_state is None,
-                                    incremental_state=incremental_state))
-        h = h + drop(self.cross_attn(self.ln_cross(h), memory=memory,
-                                     key_padding_mask=memory_padding_mask,
-                                     incremental_state=incremental_state))
-        return self.ln_out(h + drop(self.ff(self.ln_ff(h))))
+                self_padding_mask: Optional[Tensor] = None, incremental_state=None,
+                s: Optional[Tensor] = None, slot_mask: Optional[Tensor] = None, memory_s: Optional[Tensor] = None):
+        ns = None if s is None else self.sln_self(s, slot_mask)
+        a, a_s = attend(self.self_attn, self.ln_self(z), ns, slot_mask, key_padding_mask=self_padding_mask,
+                        causal=incremental_state is None, incremental_state=incremental_state)
+        h, hs = z + self.drop(a), None if s is None else s + a_s
+        ns = None if hs is None else self.sln_cross(hs, slot_mask)
+        a, a_s = attend(self.cross_attn, self.ln_cross(h), ns, slot_mask, memory_s=memory_s, memory=memory,
+                        key_padding_mask=memory_padding_mask, incremental_state=incremental_state)
+        return self.close(h + self.drop(a), None if hs is None else hs + a_s, slot_mask)
 
 
 class TPTransformerEncoder(FairseqEncoder):
@@ -267,50 +264,36 @@ class TPTransformerEncoder(FairseqEncoder):
         pm = padding_mask if padding_mask.any() else None
         # b^h[bucket(i − t)], one table for every layer                      (1, H, T, T)
         bias = self.relative_bias(src_tokens.size(1), src_tokens.device) if self.relative_bias is not None else None
-        if self.symbolic:
+        s = None
+        if self.alpha is not None:   # the symbolic stream (the model builds α exactly then)
             if return_all_roles:
                 raise ValueError("return_all_roles is not available with --symbolic-embeddings/--symbolic-output")
-            return self._forward_symbolic(src_tokens, z, padding_mask, pm, bias, symbols, drop, dropped)
+            # s_0 = α_x e_φ(x) over the first --max-symbols slots             (B, T, m)
+            symbols = symbols.first(self.cfg.symbolic.max_symbols)
+            s = self.alpha(src_tokens, lookup_phi(src_tokens, symbols), symbols.m, z.dtype, dropped=dropped,
+                           zero_dropped=self.cfg.zero_unseen_alpha)
+        slot_mask = None if s is None else symbols.slot_mask
         roles = []
         for layer in self.layers:
-            if return_all_roles:
-                z, r = layer(z, pm, return_roles=True, attn_bias=bias)
-                roles.append(r)
-            elif self.cfg.checkpoint_activations and self.training:
-                z = checkpoint(layer, z, pm, False, bias, use_reentrant=False)
+            if return_all_roles:  # r of each cell's self-attention, from the cell's input
+                roles.append(layer.self_attn.roles(layer.ln_attn(z)))
+            if self.cfg.checkpoint_activations and self.training:
+                z, s = checkpoint(layer, z, pm, bias, s, slot_mask, use_reentrant=False)
             else:
-                z = layer(z, pm, attn_bias=bias)
+                z, s = layer(z, pm, bias, s, slot_mask)
         out = {
             "encoder_out": [z],  # (B, T, d), batch-first
             "encoder_padding_mask": [] if pm is None else [padding_mask],  # (B, T); [] = no pads
             "src_tokens": [src_tokens],
         }
+        if s is not None:
+            out["encoder_out_sym"] = [s]                    # (B, T, m)
+            out["slot_vocab"] = [symbols.slot_vocab]        # (B, m) vocab id of slot j (φ⁻¹)
+            out["slot_mask"] = [symbols.slot_mask]          # (B, m) real slots
+            if drop is not None:
+                out["entity_drop"] = [drop]                 # (B, V) words read as unseen (training only)
         if return_all_roles:
             out["roles"] = roles  # per layer (B, T, d): head h is columns h*d_k:(h+1)*d_k
-        return out
-
-    def _forward_symbolic(self, src_tokens: Tensor, z: Tensor, padding_mask: Tensor, pm: Optional[Tensor],
-                          bias: Optional[Tensor], symbols: ContextSymbols, drop: Optional[Tensor],
-                          dropped: Optional[Tensor]):
-        # s_0 = α_x e_φ(x) over the first --max-symbols slots                 (B, T, m)
-        symbols = symbols.first(self.cfg.symbolic.max_symbols)
-        s = self.alpha(src_tokens, lookup_phi(src_tokens, symbols), symbols.m, z.dtype, dropped=dropped,
-                       zero_dropped=self.cfg.zero_unseen_alpha)
-        for layer in self.layers:
-            if self.cfg.checkpoint_activations and self.training:
-                z, s = checkpoint(layer.forward_symbolic, z, s, symbols.slot_mask, pm, bias, use_reentrant=False)
-            else:
-                z, s = layer.forward_symbolic(z, s, symbols.slot_mask, pm, bias)
-        out = {
-            "encoder_out": [z],                     # (B, T, d)
-            "encoder_out_sym": [s],                 # (B, T, m)
-            "encoder_padding_mask": [] if pm is None else [padding_mask],
-            "src_tokens": [src_tokens],
-            "slot_vocab": [symbols.slot_vocab],     # (B, m) vocab id of slot j (φ⁻¹)
-            "slot_mask": [symbols.slot_mask],       # (B, m) real slots
-        }
-        if drop is not None:
-            out["entity_drop"] = [drop]             # (B, V) words read as unseen (training only)
         return out
 
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
@@ -344,12 +327,23 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
 
     def forward(self, prev_output_tokens: Tensor, encoder_out=None, incremental_state=None,
                 features_only: bool = False, **kwargs):
-        if self.symbolic:
-            return self._forward_symbolic(prev_output_tokens, encoder_out, incremental_state, features_only)
-        x = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
-        if not features_only:
-            x = self.output_layer(x)
-        return x, {"attn": [None], "inner_states": None}
+        z, s, symbols, drop = self._features(prev_output_tokens, encoder_out, incremental_state)
+        extra = {"attn": [None], "inner_states": None}
+        if features_only:
+            if s is not None:
+                extra["symbolic_state"] = [s]
+            return z, extra
+        logits = self.output_layer(z)
+        if drop is not None:                       # a dropped word's output row reads as zero too
+            logits = logits.masked_fill(drop.unsqueeze(1), 0.0)
+        if not self.symbolic_output:
+            return logits, extra
+        # p = β softmax(E^T z) + (1−β) B_φ softmax(s), fp32 probabilities (pointer-generator pattern)
+        extra["output_parts"] = {}                 # the β split of p (nesyseq.load(...).answer reports it)
+        return symbolic_output_probs(logits, s, symbols, self.beta_logit, parts=extra["output_parts"]), extra
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        return self._features(prev_output_tokens, encoder_out, incremental_state)[0]
 
     def _inputs(self, prev_output_tokens, incremental_state, drop: Optional[Tensor] = None):
         """The decoder's input tokens (the newest alone when decoding step by step), z_0 after
@@ -368,58 +362,38 @@ class TPTransformerDecoder(FairseqIncrementalDecoder):
         z = self.embedding(prev_output_tokens, positions, zero=dropped)
         return prev_output_tokens, F.dropout(z, p=self.dropout, training=self.training), self_padding_mask
 
-    def _forward_symbolic(self, prev_output_tokens, encoder_out, incremental_state, features_only):
+    def _features(self, prev_output_tokens, encoder_out, incremental_state):
+        """-> the last cell's z (B, T, d) and s (B, T, m) or None, the context symbols (or None)
+        and the entity-dropout mask (B, V) (or None)."""
         drop = encoder_out["entity_drop"][0] if "entity_drop" in encoder_out else None    # (B, V)
         tokens, z, self_padding_mask = self._inputs(prev_output_tokens, incremental_state, drop)
-        symbols = ContextSymbols(encoder_out["slot_vocab"][0], encoder_out["slot_mask"][0])
-        # a decoder input that is a context word is looked up through the source's φ
-        s = self.alpha(tokens, lookup_phi(tokens, symbols), symbols.m, z.dtype,
-                       dropped=None if drop is None else drop.gather(1, tokens),
-                       zero_dropped=self.cfg.zero_unseen_alpha)   # (B, T, m)
-        memory, memory_s = encoder_out["encoder_out"][0], encoder_out["encoder_out_sym"][0]
+        memory = encoder_out["encoder_out"][0]
         masks = encoder_out["encoder_padding_mask"]
-        memory_mask = masks[0] if len(masks) > 0 else None
+        memory_mask = masks[0] if len(masks) > 0 else None  # decided once by the encoder
+        s = slot_mask = memory_s = symbols = None
+        if self.alpha is not None:   # the symbolic stream (the model builds α exactly then)
+            symbols = ContextSymbols(encoder_out["slot_vocab"][0], encoder_out["slot_mask"][0])
+            # a decoder input that is a context word is looked up through the source's φ
+            s = self.alpha(tokens, lookup_phi(tokens, symbols), symbols.m, z.dtype,
+                           dropped=None if drop is None else drop.gather(1, tokens),
+                           zero_dropped=self.cfg.zero_unseen_alpha)   # (B, T, m)
+            slot_mask, memory_s = symbols.slot_mask, encoder_out["encoder_out_sym"][0]
         for layer in self.layers:
             if self.cfg.checkpoint_activations and self.training and incremental_state is None:
-                z, s = checkpoint(layer.forward_symbolic, z, s, symbols.slot_mask, memory, memory_s,
-                                  memory_mask, self_padding_mask, use_reentrant=False)
+                z, s = checkpoint(layer, z, memory, memory_mask, self_padding_mask, None, s, slot_mask, memory_s,
+                                  use_reentrant=False)
+            elif incremental_state is not None:  # a decoding step: never through --compile's graph
+                z, s = call_eager(layer, z, memory, memory_mask, self_padding_mask, incremental_state,
+                                  s, slot_mask, memory_s)
             else:
-                z, s = layer.forward_symbolic(z, s, symbols.slot_mask, memory, memory_s, memory_mask,
-                                              self_padding_mask, incremental_state)
-        extra = {"attn": [None], "inner_states": None}
-        if features_only:
-            extra["symbolic_state"] = [s]
-            return z, extra
-        logits = self.output_layer(z)
-        if drop is not None:                       # a dropped word's output row reads as zero too
-            logits = logits.masked_fill(drop.unsqueeze(1), 0.0)
-        if not self.symbolic_output:
-            return logits, extra
-        # p = β softmax(E^T z) + (1−β) B_φ softmax(s), fp32 probabilities (pointer-generator pattern)
-        extra["output_parts"] = {}                 # the β split of p (nesyseq.load(...).answer reports it)
-        return symbolic_output_probs(logits, s, symbols, self.beta_logit, parts=extra["output_parts"]), extra
+                z, s = layer(z, memory, memory_mask, self_padding_mask, None, s, slot_mask, memory_s)
+        return z, s, symbols, drop
 
     def get_normalized_probs(self, net_output, log_probs: bool, sample=None):
         """With --symbolic-output the decoder already returns the fp32 mixture p."""
         if not self.symbolic_output:
             return super().get_normalized_probs(net_output, log_probs, sample)
         return mixture_normalized_probs(net_output[0], log_probs)
-
-    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
-        if self.symbolic:
-            return self._forward_symbolic(prev_output_tokens, encoder_out, incremental_state, True)[0]
-        _, z, self_padding_mask = self._inputs(prev_output_tokens, incremental_state)
-        memory = encoder_out["encoder_out"][0]
-        masks = encoder_out["encoder_padding_mask"]
-        memory_mask = masks[0] if len(masks) > 0 else None  # decided once by the encoder
-        for layer in self.layers:
-            if self.cfg.checkpoint_activations and self.training and incremental_state is None:
-                z = checkpoint(layer, z, memory, memory_mask, self_padding_mask, use_reentrant=False)
-            elif incremental_state is not None:  # a decoding step: never through --compile's graph
-                z = call_eager(layer, z, memory, memory_mask, self_padding_mask, incremental_state)
-            else:
-                z = layer(z, memory, memory_mask, self_padding_mask, incremental_state)
-        return z
 
     def output_layer(self, features: Tensor) -> Tensor:
         """softmax(E^T z) logits (eq. 8); words unseen in training (babi_qa) get a zero row."""
@@ -451,7 +425,7 @@ class TPTransformerModel(FairseqEncoderDecoderModel):
 
     @classmethod
     def build_model(cls, cfg, task):
-        cfg = as_grouped(cfg, TPTransformerConfig)
+        cfg = model_config(cfg, TPTransformerConfig)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
         max_pos = max(cfg.max_source_positions, cfg.max_target_positions) + 2
 
@@ -510,41 +484,20 @@ def without_roles(args):
     args.no_embedding_role = True
 
 
-def tp_transformer_base(args):
-    """Paper sizes; also the dataclass defaults of arch ``tp_transformer``."""
-    set_default(args, "encoder_embed_dim", 512)
-    set_default(args, "encoder_ffn_embed_dim", 2048)
-    set_default(args, "encoder_attention_heads", 8)
-    set_default(args, "encoder_layers", 6)
-    set_default(args, "decoder_layers", 6)
-    set_default(args, "dropout", 0.0)
-    set_default(args, "attention_dropout", 0.0)
-    set_default(args, "activation_dropout", 0.0)
-    set_default(args, "no_role_binding", False)
-    set_default(args, "no_embedding_role", False)
-    set_default(args, "untie_embeddings", False)
-    fill_missing_fields(args, TPTransformerConfig)   # argparse-era checkpoints, older scripts
-
-
 @register_model_architecture("tp_transformer", "tp_transformer_math")
 def tp_transformer_math(args):
-    tp_transformer_base(args)
+    """The paper's sizes: the dataclass defaults."""
 
 
 @register_model_architecture("tp_transformer", "transformer_math")
 def transformer_math(args):
     without_roles(args)
-    tp_transformer_base(args)
 
 
 @register_model_architecture("tp_transformer", "tp_transformer_tiny")
 def tp_transformer_tiny(args):
-    set_default(args, "encoder_embed_dim", 64)
-    set_default(args, "encoder_ffn_embed_dim", 256)
-    set_default(args, "encoder_attention_heads", 4)
-    set_default(args, "encoder_layers", 2)
-    set_default(args, "decoder_layers", 2)
-    tp_transformer_base(args)
+    preset(args, encoder_embed_dim=64, encoder_ffn_embed_dim=256, encoder_attention_heads=4, encoder_layers=2,
+           decoder_layers=2)
 
 
 @register_model_architecture("tp_transformer", "transformer_math_tiny")
@@ -560,11 +513,11 @@ def transformer_math_tiny(args):
 # joined character dictionary the counts differ by < 0.1% (tests/test_tp_transformer.py checks 2%).
 @register_model_architecture("tp_transformer", "transformer_math_wide")
 def transformer_math_wide(args):
-    set_default(args, "encoder_ffn_embed_dim", 2454)   # 49.18M vs tp_transformer_math's 49.18M
+    preset(args, encoder_ffn_embed_dim=2454)   # 49.18M vs tp_transformer_math's 49.18M
     transformer_math(args)
 
 
 @register_model_architecture("tp_transformer", "transformer_math_tiny_wide")
 def transformer_math_tiny_wide(args):
-    set_default(args, "encoder_ffn_embed_dim", 312)    # 0.2675M vs tp_transformer_tiny's 0.2677M
+    preset(args, encoder_ffn_embed_dim=312)    # 0.2675M vs tp_transformer_tiny's 0.2677M
     transformer_math_tiny(args)

@@ -15,10 +15,10 @@ import torch
 from fairseq.dataclass import FairseqDataclass
 from fairseq.models import (FairseqEncoder, FairseqEncoderDecoderModel, FairseqIncrementalDecoder,
                             register_model, register_model_architecture)
-from fairseq.utils import safe_getattr
 from torch import nn
 
 from nesyseq.plugins.layers.tpru import BiRecurrent, TPRUCell, recurrent_param_count
+from nesyseq.plugins.models.config_defaults import model_config, preset
 
 
 @dataclass
@@ -119,6 +119,7 @@ class TPRUDecoder(FairseqIncrementalDecoder):
 class TPRUSeq2Seq(FairseqEncoderDecoderModel):
     @classmethod
     def build_model(cls, cfg, task):
+        cfg = model_config(cfg, TPRUSeq2SeqConfig)
         model = cls(TPRUEncoder(cfg, task.source_dictionary), TPRUDecoder(cfg, task.target_dictionary))
         print(f"tpru: recurrent params (slides' count)={recurrent_param_count(model)} "
               f"total={sum(p.numel() for p in model.parameters())}", flush=True)
@@ -127,13 +128,9 @@ class TPRUSeq2Seq(FairseqEncoderDecoderModel):
 
 @register_model_architecture("tpru", "tpru_tiny")
 def tpru_tiny(cfg):
-    cfg.embed_dim = safe_getattr(cfg, "embed_dim", 64)
-    cfg.hidden_dim = safe_getattr(cfg, "hidden_dim", 64)
-    cfg.num_roles = safe_getattr(cfg, "num_roles", 16)
+    preset(cfg, embed_dim=64, hidden_dim=64, num_roles=16)
 
 
 @register_model_architecture("tpru", "tpru_base")
 def tpru_base(cfg):
-    cfg.embed_dim = safe_getattr(cfg, "embed_dim", 512)
-    cfg.hidden_dim = safe_getattr(cfg, "hidden_dim", 512)
-    cfg.num_roles = safe_getattr(cfg, "num_roles", 128)
+    preset(cfg, embed_dim=512, hidden_dim=512, num_roles=128)

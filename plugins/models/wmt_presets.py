@@ -12,24 +12,12 @@ fairseq's ``transformer_wmt_en_de`` is its ``base_architecture``
 from fairseq.models import register_model_architecture
 
 from nesyseq.plugins.models import folnet_transformer, tp_transformer
-from nesyseq.plugins.models.config_defaults import set_default
-
-
-def _wmt_common(args):
-    set_default(args, "dropout", 0.1)
-    set_default(args, "attention_dropout", 0.0)
-    set_default(args, "activation_dropout", 0.0)
+from nesyseq.plugins.models.config_defaults import preset
 
 
 @register_model_architecture("tp_transformer", "tp_transformer_wmt_en_de")
 def tp_transformer_wmt_en_de(args):
-    set_default(args, "encoder_embed_dim", 512)
-    set_default(args, "encoder_ffn_embed_dim", 2048)
-    set_default(args, "encoder_attention_heads", 8)
-    set_default(args, "encoder_layers", 6)
-    set_default(args, "decoder_layers", 6)
-    _wmt_common(args)
-    tp_transformer.tp_transformer_base(args)
+    preset(args, dropout=0.1)   # the sizes are tp_transformer's defaults
 
 
 @register_model_architecture("tp_transformer", "transformer_tp_wmt_en_de")
@@ -40,6 +28,5 @@ def transformer_tp_wmt_en_de(args):
 
 @register_model_architecture("folnet_transformer", "folnet_transformer_wmt_en_de")
 def folnet_transformer_wmt_en_de(args):
-    set_default(args, "share_all_embeddings", True)
-    _wmt_common(args)
+    preset(args, share_all_embeddings=True)   # dropout 0.1 is FOLNet's default
     folnet_transformer.folnet_transformer_math(args)  # d=512, 8 heads, ffn 2048, 6+6

@@ -6,6 +6,10 @@ versions it was written and tested against, and ``apply()``.  Nothing is patched
 so does any in-process caller that needs fairseq's training loop fixed.  Importing ``plugins``,
 its safe globals or an evaluation helper patches nothing.
 
+``stop_at_best`` is the one module here that fixes no bug: it wraps fairseq's training loop for
+``nesyseq train --stop-at-best`` (slurm/train_until.py), which installs it with its bound; it
+passes the same version gate, and ``apply_all`` leaves it out.
+
 On a fairseq version a patch was not written for, ``apply()`` raises
 :class:`UntestedFairseq`, one line naming the patch; ``NESYSEQ_UNTESTED_FAIRSEQ=1`` applies the
 patches anyway (at your own risk: the code they replace may have moved or been fixed).

@@ -10,7 +10,7 @@ valid loss (:210); a run resumed from that checkpoint never takes the step.  So 
 save also records the step still owed (the epoch and its valid loss, the value train.py hands
 lr_step), and a scheduler loaded from it takes that step at its first step() call, which
 Trainer.load_checkpoint makes (trainer.py:642) after it has loaded the optimizer (:630) whose lr
-the step may halve.  Checkpoints written without them load as before.
+the step may halve.  A checkpoint written without them owes no step.
 """
 from nesyseq.plugins.patches._version import check, mark_fixed
 

@@ -14,7 +14,7 @@ from typing import Optional
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from nesyseq.plugins.models.config_defaults import nest_flat_options
+from nesyseq.plugins.models.config_defaults import upgrade_named_config
 
 
 @dataclass
@@ -55,7 +55,8 @@ class BabiQATask(TranslationTask):
         self.unseen_ids = sorted(src_dict.index(w) for w in self.unseen_words)
 
     def build_model(self, cfg, from_checkpoint=False):
-        nest_flat_options(cfg)        # a checkpoint from before the option groups (entity dropout, symbolic)
+        if from_checkpoint:   # a checkpoint's config may come from before the option groups
+            upgrade_named_config(cfg)
         model = super().build_model(cfg, from_checkpoint)
         if self.cfg.zero_unseen and self.unseen_ids and hasattr(model, "set_unseen"):
             model.set_unseen(self.unseen_ids)

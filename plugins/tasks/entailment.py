@@ -13,16 +13,16 @@ The authors' optimiser is ``--optimizer amsgrad`` (plugins/optim/amsgrad.py).
 
 import os
 from dataclasses import dataclass, field
-from typing import List
-
 import numpy as np
 import torch
-from fairseq.data import Dictionary, FairseqDataset, data_utils
+from fairseq.data import Dictionary
 from fairseq.dataclass import FairseqDataclass
-from fairseq.tasks import FairseqTask, register_task
+from fairseq.tasks import register_task
 from omegaconf import II
 
 from nesyseq.data_prep.entailment_data import read_file
+from nesyseq.plugins.data.entailment_pairs import EntailmentPairDataset
+from nesyseq.plugins.tasks.one_dictionary import OneDictionaryTask
 
 VARIABLES = "abcdefghijklmnopqrstuvwxyz"
 SYMBOLS = "~()&|>"
@@ -35,40 +35,6 @@ def char_dictionary() -> Dictionary:
     return d
 
 
-class EntailmentPairDataset(FairseqDataset):
-    def __init__(self, a: List[torch.Tensor], b: List[torch.Tensor], labels: List[int], pad: int):
-        self.a, self.b, self.labels, self.pad = a, b, labels, pad
-        self.sizes = np.array([max(len(x), len(y)) for x, y in zip(a, b)])
-
-    def __getitem__(self, i):
-        return {"id": i, "a": self.a[i], "b": self.b[i], "label": self.labels[i]}
-
-    def __len__(self):
-        return len(self.labels)
-
-    def num_tokens(self, i):
-        return int(self.sizes[i]) * 2
-
-    def size(self, i):
-        return int(self.sizes[i])
-
-    def ordered_indices(self):
-        return np.arange(len(self))
-
-    def collater(self, samples):
-        if not samples:
-            return {}
-        a = data_utils.collate_tokens([s["a"] for s in samples], self.pad, left_pad=False)
-        b = data_utils.collate_tokens([s["b"] for s in samples], self.pad, left_pad=False)
-        return {
-            "id": torch.tensor([s["id"] for s in samples]),
-            "nsentences": len(samples),
-            "ntokens": int(a.ne(self.pad).sum() + b.ne(self.pad).sum()),
-            "net_input": {"a_tokens": a, "b_tokens": b},
-            "target": torch.tensor([float(s["label"]) for s in samples]),
-        }
-
-
 @dataclass
 class EntailmentConfig(FairseqDataclass):
     data: str = field(default="", metadata={"help": "directory with {split}.txt files"})
@@ -78,24 +44,15 @@ class EntailmentConfig(FairseqDataclass):
 
 
 @register_task("entailment_pairs", dataclass=EntailmentConfig)
-class EntailmentPairsTask(FairseqTask):
+class EntailmentPairsTask(OneDictionaryTask):
     def __init__(self, cfg, dictionary):
-        super().__init__(cfg)
-        self.dictionary = dictionary
+        super().__init__(cfg, dictionary)
         self.var_ids = torch.tensor([dictionary.index(c) for c in VARIABLES])
         self._rng = np.random.RandomState(cfg.seed)
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
         return cls(cfg, char_dictionary())
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary
 
     def encode(self, formula: str) -> torch.Tensor:
         return torch.tensor([self.dictionary.index(c) for c in formula], dtype=torch.long)

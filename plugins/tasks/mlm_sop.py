@@ -3,7 +3,7 @@
 DATA is a ``fairseq-preprocess --only-source`` directory (``dict.txt``, ``train.bin/.idx``,
 ``valid.bin/.idx``) made from text with one sentence per line and a blank line between
 documents.  Every item is an SOP pair ``<s> A </s> </s> B </s>`` (``--sop-layout bert``:
-``<s> A </s> B </s>``, for converted official checkpoints; A, B swapped with probability 1/2), masked as the official code masks (``plugins/tasks/sop_pairs.py``).  The task registers
+``<s> A </s> B </s>``, for converted official checkpoints; A, B swapped with probability 1/2), masked as the official code masks (``plugins/data/sop_pairs.py``).  The task registers
 a 2-way classification head ``sentence_order_head`` on the model: the encoder's pooler (dense +
 tanh on the first token, ``folnet.py:706-707,732-733``) then a linear layer (``seq_relationship``,
 ``folnet.py:157``); the pooler is the encoder's, so fine-tuning from the checkpoint keeps it;
@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from fairseq.data import Dictionary, data_utils
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.utils import safe_getattr
-from fairseq.tasks import FairseqTask, register_task
+from fairseq.tasks import register_task
 from omegaconf import II
 
-from nesyseq.plugins.tasks.sop_pairs import LAYOUTS, SPLIT_MODES, SentenceOrderDataset
+from nesyseq.plugins.data.sop_pairs import LAYOUTS, SPLIT_MODES, SentenceOrderDataset
+from nesyseq.plugins.tasks.one_dictionary import OneDictionaryTask
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +48,9 @@ class MlmSopConfig(FairseqDataclass):
 
 
 @register_task("mlm_sop", dataclass=MlmSopConfig)
-class MlmSopTask(FairseqTask):
+class MlmSopTask(OneDictionaryTask):
     def __init__(self, cfg: MlmSopConfig, dictionary: Dictionary):
-        super().__init__(cfg)
-        self.dictionary = dictionary
+        super().__init__(cfg, dictionary)
         self.mask_idx = dictionary.add_symbol("<mask>")  # as masked_lm / sentence_prediction do
 
     @classmethod
@@ -88,11 +88,3 @@ class MlmSopTask(FairseqTask):
 
     def max_positions(self):
         return self.cfg.tokens_per_sample
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary

@@ -130,13 +130,13 @@ def model_flags(cfg: dict, path: Path) -> Dict[str, object]:
 
 def arch_and_args(flags: Dict[str, object]) -> List[str]:
     """``--arch`` and the flags that differ from it, as fairseq command-line words."""
-    from nesyseq.plugins.models.folnet import folnet_base, folnet_large
-    import argparse
+    import nesyseq.plugins.models  # noqa: F401  (registers the FOLNet presets)
+    from nesyseq.plugins.models.config_defaults import arch_config
+
     arch = "folnet_base"
-    for name, fn in (("folnet_base", folnet_base), ("folnet_large", folnet_large)):
-        ns = argparse.Namespace()
-        fn(ns)
-        if all(getattr(ns, k) == v for k, v in flags.items() if k not in ("folnet_segments", "dropout")):
+    for name in ("folnet_base", "folnet_large"):
+        preset = arch_config(name)
+        if all(getattr(preset, k) == v for k, v in flags.items() if k not in ("folnet_segments", "dropout")):
             arch = name
             break
     words = ["--arch", arch]

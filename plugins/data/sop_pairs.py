@@ -106,12 +106,6 @@ def layout_pair(a: np.ndarray, b: np.ndarray, bos: int, eos: int, layout: str = 
     return np.concatenate([[bos], a, mid, b, [eos]]).astype(np.int64)
 
 
-def pair_segments(len_a: int, len_b: int, layout: str = "roberta") -> np.ndarray:
-    """The segment ids of ``layout_pair``: 0 for ``<s> A </s>``, 1 for the rest (``</s> B </s>``
-    or, bert, ``B </s>``: dataset.py:329)."""
-    return np.array([0] * (len_a + 2) + [1] * (len_b + PAIR_SPECIALS[layout] - 2), dtype=np.int64)
-
-
 def mask_tokens(tokens: np.ndarray, rng: np.random.Generator, specials: Sequence[int], mask_idx: int,
                 random_low: int, random_high: int, mask_prob: float, max_predictions: int,
                 pad: int) -> Tuple[np.ndarray, np.ndarray]:
