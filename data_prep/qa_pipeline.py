@@ -87,6 +87,7 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
     wanted = None if tasks is None else [t.strip().lower() for t in tasks.split(",") if t.strip()]
     meta = {"seed": seed, "memory_size": memory_size, "valid_fraction": valid_fraction}
     origin: Dict[str, str] = {}   # a raw/ copy -> the file it was copied from: reading errors name that one
+    contents: Dict[str, bytes] = {}   # a raw/ copy -> its bytes, written once every file has parsed
     if generate:
         from nesyseq.data_prep.qa_generate import generate_task
 
@@ -124,14 +125,13 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
         # only the requested tasks are read: the folder may hold just them (data_prep/qa_source.py)
         found = babi_files(source, wanted, babi_set)
         raw = out / "raw"
-        raw.mkdir(parents=True, exist_ok=True)
         files, checked = {}, {}
         for t, splits in found.items():
             files[str(t)] = {}
             for split, f in splits.items():
                 checked[f"qa{t}_{split}"] = md5_check(f, strict=False)
                 p = raw / f"qa{t}_{split}.txt"   # the generator's names: every route's raw/ reads alike
-                atomic_write_bytes(str(p), f.data)
+                contents[str(p)] = f.data        # written to raw/ once every file has parsed
                 files[str(t)][split] = str(p)
                 origin[str(p)] = f.where
         meta["source"] = (f"bAbI {'archive' if os.path.isfile(source) else 'folder'} {os.path.abspath(source)}"
@@ -139,9 +139,17 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
         meta["source_files"] = checked
 
     def parse(path):
-        return parse_babi_lines(read_babi_lines(path), origin.get(path, path), memory_size, max_positions)
+        if path in contents:
+            try:
+                lines = contents[path].decode("utf-8-sig").splitlines()
+            except UnicodeDecodeError as exc:
+                raise UserError(f"{origin.get(path, path)}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        else:
+            lines = read_babi_lines(path)
+        return parse_babi_lines(lines, origin.get(path, path), memory_size, max_positions)
 
-    results = []
+    # every file parses (a bad line is refused) before anything is written
+    parsed = {}
     for t, paths in files.items():
         train = parse(paths["train"])
         if "valid" in paths:
@@ -155,6 +163,14 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
         extra = sorted(n for n in paths if n.startswith("test_"))
         for n in extra:
             splits[n] = parse(paths[n])
+        parsed[t] = (train, valid, test, splits, extra)
+    for path, data in contents.items():
+        pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, data)
+
+    results = []
+    for t, paths in files.items():
+        train, valid, test, splits, extra = parsed[t]
         text_dir = out / "text" / f"task{t}"
         text_dir.mkdir(parents=True, exist_ok=True)
         for name, exs in splits.items():

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 import torch
-from fairseq.hub_utils import GeneratorHubInterface
-from torch import nn
 
 from nesyseq.common.errors import UserError
+from nesyseq.hub.base import GeneratorFamily, ModelFamily
 
 
 @dataclass
@@ -76,26 +75,14 @@ def layer_features(stack, run, tokens, layer: Optional[int], dictionary) -> Feat
                     layer=None if layer is None else layer % n)
 
 
-class FolnetModel(nn.Module):
+class FolnetModel(ModelFamily):
     family = "folnet"
 
     def __init__(self, cfg, task, model, path=None):
-        super().__init__()
+        super().__init__(cfg, task, model, path)
         from fairseq.data import encoders
 
-        self.cfg, self.task, self.model, self.path = cfg, task, model, path
         self.bpe = encoders.build_bpe(cfg.bpe) if cfg.get("bpe") else None
-
-    @classmethod
-    def from_checkpoint(cls, path, cfg, state, data):
-        from nesyseq.hub.checkpoint import build
-
-        task, model = build(cfg, state, data)
-        return cls(cfg, task, model, path)
-
-    @property
-    def device(self):
-        return next(self.model.parameters()).device
 
     def features(self, tokens, layer: Optional[int] = None) -> Features:
         d = self.task.source_dictionary
@@ -109,19 +96,8 @@ class FolnetModel(nn.Module):
         return layer_features(enc.core.stack, run, ids, layer, d)
 
 
-class FolnetLM(GeneratorHubInterface):
+class FolnetLM(GeneratorFamily):
     family = "folnet_lm"
-
-    def __init__(self, cfg, task, models, path=None):
-        super().__init__(cfg, task, models)
-        self.path = path
-
-    @classmethod
-    def from_checkpoint(cls, path, cfg, state, data):
-        from nesyseq.hub.checkpoint import build
-
-        task, model = build(cfg, state, data)
-        return cls(cfg, task, [model], path)
 
     def binarize(self, sentence: str) -> torch.Tensor:
         return encode_tokens(self.src_dict, None, sentence, prepend_bos=False)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import List
 
 import torch
-from fairseq.hub_utils import GeneratorHubInterface
 
 from nesyseq.common.errors import UserError
+from nesyseq.hub.base import GeneratorFamily
 from nesyseq.data_prep.math_preprocess import SPACE, decode_chars, encode_chars
 
 
@@ -53,19 +53,8 @@ def _attention_weights(attn, query, key_padding_mask, attn_bias) -> torch.Tensor
     return torch.softmax(scores.float(), -1)
 
 
-class MathModel(GeneratorHubInterface):
+class MathModel(GeneratorFamily):
     family = "math"
-
-    def __init__(self, cfg, task, models, path=None):
-        super().__init__(cfg, task, models)
-        self.path = path
-
-    @classmethod
-    def from_checkpoint(cls, path, cfg, state, data):
-        from nesyseq.hub.checkpoint import build
-
-        task, model = build(cfg, state, data)
-        return cls(cfg, task, [model], path)
 
     # --- the character encoding of `nesyseq prepare math`
     def encode(self, sentence: str) -> torch.LongTensor:

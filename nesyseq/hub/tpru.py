@@ -13,28 +13,13 @@ from __future__ import annotations
 
 import torch
 from fairseq.data import data_utils
-from torch import nn
 
 from nesyseq.common.errors import UserError
+from nesyseq.hub.base import ModelFamily
 
 
-class EntailmentModel(nn.Module):
+class EntailmentModel(ModelFamily):
     family = "tpru"
-
-    def __init__(self, cfg, task, model, path=None):
-        super().__init__()
-        self.cfg, self.task, self.model, self.path = cfg, task, model, path
-
-    @classmethod
-    def from_checkpoint(cls, path, cfg, state, data):
-        from nesyseq.hub.checkpoint import build
-
-        task, model = build(cfg, state, data)
-        return cls(cfg, task, model, path)
-
-    @property
-    def device(self):
-        return next(self.model.parameters()).device
 
     def _encode(self, formula, what: str) -> torch.Tensor:
         from nesyseq.data_prep.entailment_data import FormulaError, parse_formula
