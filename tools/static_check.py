@@ -27,10 +27,27 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = REPO / ".mypy_tree"
-# installed name under nesyseq/ -> folder of the checkout (setup.cfg's package_dir)
-FOLDERS = {"plugins": "plugins", "user_dir": "user_dir", "data_prep": "data_prep",
-           "triton_kernels": "triton_kernels", "slurm": "slurm", "evaluations": "evaluations",
-           "converters": "converters", "cli": "nesyseq/cli", "common": "nesyseq/common", "hub": "nesyseq/hub"}
+
+
+def installed_folders() -> dict:
+    """Installed name under nesyseq/ -> folder of the checkout: setup.cfg's ``package_dir`` (the
+    Python packages of it) and the packages inside nesyseq/ itself (cli, common, hub, ...)."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    out = {}
+    for line in cfg["options"]["package_dir"].splitlines():
+        name, _, folder = (part.strip() for part in line.partition("="))
+        if name.startswith("nesyseq.") and (REPO / folder / "__init__.py").is_file():
+            out[name.split(".", 1)[1]] = folder
+    for sub in sorted((REPO / "nesyseq").iterdir()):
+        if (sub / "__init__.py").is_file():
+            out[sub.name] = f"nesyseq/{sub.name}"
+    return out
+
+
+FOLDERS = installed_folders()
 CRASH_CODES = {"attr-defined", "name-defined", "call-arg", "has-type", "import-not-found"}
 # "None" not callable and friends are reported under [misc]
 CRASH_MESSAGES = re.compile(r'"None" not callable|"None" has no attribute|Too (many|few) arguments')
