@@ -22,9 +22,13 @@ $(STAMP): setup.cfg setup.py pyproject.toml constraints.txt
 
 # Quiet by default: fairseq logs "Please install tensorboardX" while it is imported, before any
 # plugin loads; this .pth runs nesyseq/common/quiet.py at interpreter start (NESYSEQ_WARNINGS=all: off).
-$(QUIET): $(STAMP)
+# The suite's fork server (tests/forkserver.py) needs a hook at interpreter start too; it does
+# nothing unless the test run sets NESYSEQ_TEST_FORKSERVER_SOCK.
+$(QUIET): $(STAMP) Makefile
 	@printf '%s\n' 'import os, runpy; p = "$(CURDIR)/nesyseq/common/quiet.py"; os.path.isfile(p) and runpy.run_path(p, run_name="nesyseq_quiet_startup")' \
 		> "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nesyseq-quiet.pth"
+	@printf '%s\n' 'import os, runpy; p = "$(CURDIR)/tests/forkserver.py"; os.environ.get("NESYSEQ_TEST_FORKSERVER_SOCK") and os.path.isfile(p) and runpy.run_path(p, run_name="nesyseq_forkserver_startup")' \
+		> "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nesyseq-test-forkserver.pth"
 	@touch $(QUIET)
 
 venv: $(QUIET)

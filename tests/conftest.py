@@ -133,36 +133,42 @@ def pytest_runtest_teardown(item):
 
 @pytest.fixture(scope="session", autouse=True)
 def cli_fork_server(tmp_path_factory):
-    """tests/forkserver.py: the tests' fairseq/nesyseq command lines run as forks of one process
-    that has imported torch and fairseq (NESYSEQ_TEST_FORKSERVER=0: plain processes)."""
+    """tests/forkserver.py: the fairseq/nesyseq command lines of the whole process tree (a test's
+    commands, a launcher's stages, the local cluster's jobs) run as forks of one process that has
+    imported torch and fairseq (NESYSEQ_TEST_FORKSERVER=0: plain processes)."""
     if os.environ.get("NESYSEQ_TEST_FORKSERVER", "1") == "0" or not hasattr(os, "fork"):
         yield
         return
     import subprocess
-    import sys
+    import sysconfig
     import tempfile
     from pathlib import Path
 
     from tests import forkserver
 
+    hook = Path(sysconfig.get_paths()["purelib"]) / "nesyseq-test-forkserver.pth"
+    if not hook.is_file():
+        warnings.warn(pytest.PytestWarning(f"{hook} is missing (make venv writes it): every command runs as a "
+                                           "plain process, which is correct but several times slower"))
+        yield
+        return
     sock = os.path.join(tempfile.mkdtemp(prefix="nsfs"), "s")
-    proc = subprocess.Popen([sys.executable, str(Path(forkserver.__file__)), "--serve", sock],
+    env = {k: v for k, v in os.environ.items() if k != forkserver.SOCK_ENV}
+    proc = subprocess.Popen([sys.executable, str(Path(forkserver.__file__)), "--serve", sock], env=env,
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     if proc.stdout.readline().strip() != "ready":  # it says why on stderr; the suite runs without it
         proc.kill()
         proc.wait()
         yield
         return
-    original = subprocess.Popen.__init__
-
-    def popen_init(self, args, *a, **kw):
-        new = None if kw.get("shell") or kw.get("executable") else forkserver.rewrite(args, sock)
-        original(self, new if new is not None else args, *a, **kw)
-
-    subprocess.Popen.__init__ = popen_init
+    old = os.environ.get(forkserver.SOCK_ENV)
+    os.environ[forkserver.SOCK_ENV] = sock
     try:
         yield
     finally:
-        subprocess.Popen.__init__ = original
+        if old is None:
+            os.environ.pop(forkserver.SOCK_ENV, None)
+        else:
+            os.environ[forkserver.SOCK_ENV] = old
         proc.kill()
         proc.wait()

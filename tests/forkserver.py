@@ -2,23 +2,28 @@
 
 Every end-to-end test starts fairseq's or nesyseq's command line in a new Python process, and
 most of such a process's CPU time on the 2-core CI machine is importing torch and fairseq
-(about 4 s of a tiny training run's 5-10 s).  Here one process per pytest worker (the
-*server*) imports them, and the tests' ``subprocess`` calls of ``python -m fairseq_cli.*`` /
-``-m nesyseq.cli.main`` and of the ``fairseq-*`` / ``nesyseq`` scripts become a small *shim*
-process (``python -S`` running this file: standard library only, ~20 ms to start) that hands
-its argv, environment, working directory and stdin/stdout/stderr to the server, which forks a
-child to run the command and reports its exit status.  To the test nothing changes: it still
-gets a process with the command's output, exit status, timeout and kill.
+(about 7 s of CPU here, of a tiny training run's 8-12 s).  Here one process per pytest worker
+(the *server*) imports them, and every Python process of the run's process tree whose command
+line is ``python -m fairseq_cli.*`` / ``-m nesyseq.cli.main`` or one of the venv's
+``fairseq-*`` / ``nesyseq`` scripts becomes a *shim* at interpreter start: the venv's
+``nesyseq-test-forkserver.pth`` (written by ``make venv``) runs :func:`startup` when
+``NESYSEQ_TEST_FORKSERVER_SOCK`` is set, which hands the process's argv, environment, working
+directory and stdin/stdout/stderr to the server and waits.  The server forks a child to run the
+command and reports its exit status, which the shim exits with.  That covers the commands a test
+starts, the stages a launcher starts (submitit's local executor, the SLURM jobs of the local
+cluster) and theirs, because each inherits the variable.  To the caller nothing changes: it
+still gets a process with the command's output, exit status, signals, timeout and kill.
 
 What the child does not share with a fresh interpreter:
-  * torch and fairseq are already imported (with the server's environment).  Our own code is
-    not: ``plugins`` (via ``--user-dir`` or ``PYTHONPATH``), ``triton`` and everything else are
-    imported by the child, so ``user_dir``'s registrations and ``TRITON_INTERPRET`` behave as in
-    a fresh process.  The server refuses to start if importing torch/fairseq pulled in any of
-    our modules or triton.
+  * torch, fairseq and (on a CPU build of torch) torch._dynamo, which brings triton, are already
+    imported, with the server's environment.  Our own code is not: ``plugins`` (via
+    ``--user-dir`` or ``PYTHONPATH``) and the rest are imported by the child, so ``user_dir``'s
+    registrations behave as in a fresh process.  The server refuses to start if importing them
+    pulled in any of our modules, and declines a command whose ``TRITON_INTERPRET`` differs from
+    the one triton was imported with (that command then runs as a plain process).
   * ``OMP_NUM_THREADS`` is applied with ``torch.set_num_threads`` (torch read it at import).
-Runs that need a truly fresh interpreter (``python -c``, scripts, pytest in a subprocess) are
-not intercepted.  ``NESYSEQ_TEST_FORKSERVER=0`` turns the whole mechanism off.
+Other command lines (``python -c``, scripts, pytest in a subprocess) run as they are.
+``NESYSEQ_TEST_FORKSERVER=0`` turns the whole mechanism off.
 """
 import array
 import json
@@ -32,7 +37,8 @@ INTERCEPT_MODULES = ("fairseq_cli.train", "fairseq_cli.generate", "fairseq_cli.p
                      "fairseq_cli.eval_lm", "fairseq_cli.hydra_train", "nesyseq.cli.main")
 INTERCEPT_SCRIPTS = ("fairseq-train", "fairseq-generate", "fairseq-preprocess", "fairseq-eval-lm",
                      "fairseq-hydra-train", "nesyseq")
-OURS = ("nesyseq", "plugins", "user_dir", "triton", "triton_kernels", "data_prep", "evaluations", "slurm")
+SOCK_ENV = "NESYSEQ_TEST_FORKSERVER_SOCK"
+OURS = ("nesyseq", "plugins", "user_dir", "triton_kernels", "data_prep", "evaluations", "slurm")
 
 
 def _send(conn, obj, fds=()):
@@ -64,12 +70,17 @@ def _recv(conn, nfds=0):
 
 # ----------------------------------------------------------------------------- shim (client)
 
-def shim(sock, mode, argv):
-    """Run ``argv`` in a child of the server at ``sock``; exit with its status."""
+def shim(sock, mode, argv, unbuffered=False):
+    """Run ``argv`` in a child of the server at ``sock`` and exit with its status; returns
+    (and the process goes on as a plain one) when the server declines it."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(sock)
-    _send(conn, {"mode": mode, "argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}, fds=(0, 1, 2))
+    _send(conn, {"mode": mode, "argv": argv, "env": dict(os.environ), "cwd": os.getcwd(),
+                 "unbuffered": unbuffered}, fds=(0, 1, 2))
     msg, _ = _recv(conn)
+    if msg is None or "pid" not in msg:   # the server does not run it (see serve): run as usual
+        conn.close()
+        return
     pid = msg["pid"]
 
     def forward(sig, _frame):
@@ -121,6 +132,9 @@ def _run_child(conn, req, fds):
 
         if req["env"].get("OMP_NUM_THREADS", "").isdigit():
             torch.set_num_threads(int(req["env"]["OMP_NUM_THREADS"]))
+        if req.get("unbuffered"):   # python -u
+            sys.stdout.reconfigure(write_through=True)
+            sys.stderr.reconfigure(write_through=True)
         import runpy
 
         entry = argv[2] if req["mode"] == "module" else os.path.basename(argv[0])
@@ -164,6 +178,11 @@ def _run_child(conn, req, fds):
 
 _SERVER_PYTHONPATH = set()
 _AFTER_FAIRSEQ = []
+_TRITON_MODE = []     # [TRITON_INTERPRET's truth when the server imported triton], or [] if it did not
+
+
+def _interpret(env) -> bool:
+    return env.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
 
 def serve(path):
@@ -185,6 +204,15 @@ def serve(path):
     root.handlers.clear()
     root.setLevel(logging.WARNING)
 
+    # torch.optim's first Optimizer imports torch._dynamo (about 2.5 s of every training run's
+    # CPU here), which imports triton.  Triton fixes the interpreter mode of its own library
+    # when it is imported, so the server serves only commands whose TRITON_INTERPRET says the
+    # same as its own (the others run as plain processes).  Only on a CPU build of torch: on
+    # a CUDA build the import could touch the driver before the fork.
+    if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
+        import torch._dynamo  # noqa: F401
+    _TRITON_MODE[:] = [_interpret(os.environ)] if "triton" in sys.modules else []
+
     leaked = sorted(m for m in sys.modules if m.split(".")[0] in OURS)
     if leaked:
         sys.exit(f"forkserver: importing torch/fairseq imported {leaked[:5]}; refusing to serve")
@@ -199,7 +227,13 @@ def serve(path):
         except InterruptedError:
             continue
         req, fds = _recv(conn, nfds=3)
-        if req is None or len(fds) != 3:
+        if req is None or len(fds) != 3 or (_TRITON_MODE and _interpret(req["env"]) != _TRITON_MODE[0]):
+            try:
+                _send(conn, {"plain": True})
+            except OSError:
+                pass
+            for fd in fds:
+                os.close(fd)
             conn.close()
             continue
         pid = os.fork()
@@ -224,27 +258,42 @@ def _reap():
 
 # ----------------------------------------------------------------------------- interception
 
-def rewrite(args, sock, python=sys.executable):
-    """The shim's argv for an intercepted command line, else None."""
-    if not isinstance(args, (list, tuple)) or len(args) < 2:
+PLAIN_FLAGS = ("-u", "-B")    # interpreter flags a served command may carry (-u: the child writes through)
+
+
+def served_command(orig_argv, python=sys.executable):
+    """``(mode, argv, unbuffered)`` for an interpreter command line the server runs, else None.
+    ``orig_argv`` is the whole command line, as ``sys.orig_argv`` gives it."""
+    if not isinstance(orig_argv, (list, tuple)) or len(orig_argv) < 2:
         return None
-    try:
-        args = [os.fspath(a) for a in args]
-    except TypeError:
-        return None
-    exe = args[0]
-    shim_argv = [python, "-S", "-E", os.path.abspath(__file__), "--socket", sock]
-    if os.path.abspath(exe) == os.path.abspath(python) and args[1] == "-m" and len(args) > 2 \
-            and args[2] in INTERCEPT_MODULES:
-        return shim_argv + ["--module", *args]
-    if os.path.basename(exe) in INTERCEPT_SCRIPTS and \
-            os.path.dirname(os.path.abspath(exe)) == os.path.dirname(os.path.abspath(python)):
-        return shim_argv + ["--script", *args]
+    args = [os.fspath(a) for a in orig_argv]
+    exe, rest = args[0], args[1:]
+    flags = []
+    while rest and rest[0] in PLAIN_FLAGS:
+        flags.append(rest.pop(0))
+    unbuffered = "-u" in flags
+    if len(rest) >= 2 and rest[0] == "-m" and rest[1] in INTERCEPT_MODULES:
+        return "module", [exe, "-m", *rest[1:]], unbuffered
+    bindir = os.path.dirname(os.path.abspath(python))
+    if rest and os.path.basename(rest[0]) in INTERCEPT_SCRIPTS and \
+            os.path.dirname(os.path.abspath(rest[0])) == bindir:
+        return "script", rest, unbuffered
     return None
 
 
-if __name__ == "__main__":
-    if sys.argv[1] == "--serve":
-        serve(sys.argv[2])
-    else:  # --socket SOCK --module|--script ARGV...
-        shim(sys.argv[2], sys.argv[3][2:], sys.argv[4:])
+def startup():
+    """At interpreter start (the venv's ``nesyseq-test-forkserver.pth``): with a server's socket
+    in ``NESYSEQ_TEST_FORKSERVER_SOCK``, a served command line becomes a shim; anything else
+    goes on as usual."""
+    sock = os.environ.get(SOCK_ENV)
+    if not sock or os.environ.get("NESYSEQ_TEST_FORKSERVER") == "0" or not os.path.exists(sock):
+        return
+    cmd = served_command(getattr(sys, "orig_argv", None))
+    if cmd is not None:
+        shim(sock, *cmd)
+
+
+if __name__ == "nesyseq_forkserver_startup":
+    startup()
+elif __name__ == "__main__" and sys.argv[1:2] == ["--serve"]:
+    serve(sys.argv[2])

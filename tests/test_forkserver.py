@@ -14,25 +14,57 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def test_only_our_command_lines_are_rewritten():
-    sock = "/tmp/x/s"
+def test_only_our_command_lines_are_served():
     py = sys.executable
-    got = forkserver.rewrite([py, "-m", "fairseq_cli.train", "d"], sock)
-    assert got[:6] == [py, "-S", "-E", forkserver.__file__, "--socket", sock]
-    assert got[6:] == ["--module", py, "-m", "fairseq_cli.train", "d"]
-    assert forkserver.rewrite([str(BIN / "fairseq-generate"), "d"], sock)[6:] == \
-        ["--script", str(BIN / "fairseq-generate"), "d"]
-    for plain in ([py, "-c", "print(1)"], [py, "-m", "pytest"], [py, "script.py"], ["/usr/bin/fairseq-train"],
-                  "fairseq-train d", [py]):
-        assert forkserver.rewrite(plain, sock) is None, plain
+    assert forkserver.served_command([py, "-m", "fairseq_cli.train", "d"]) == \
+        ("module", [py, "-m", "fairseq_cli.train", "d"], False)
+    assert forkserver.served_command([py, "-u", "-m", "nesyseq.cli.main", "launch"]) == \
+        ("module", [py, "-m", "nesyseq.cli.main", "launch"], True)
+    script = str(BIN / "fairseq-generate")
+    assert forkserver.served_command([py, script, "d"]) == ("script", [script, "d"], False)
+    for plain in ([py, "-c", "print(1)"], [py, "-m", "pytest"], [py, "script.py"], [py, "/usr/bin/fairseq-train"],
+                  [py, "-X", "importtime", "-m", "fairseq_cli.train"], [py, "-m"], [py], None):
+        assert forkserver.served_command(plain) is None, plain
+
+
+def _served_pid(tmp_path, argv, **kw):
+    """Runs ``argv`` and returns (the completed process, the pid of the served child or None)."""
+    pidfile = tmp_path / "served.pid"
+    pidfile.unlink(missing_ok=True)
+    env = dict(kw.pop("env", os.environ), NESYSEQ_FORKSERVER_PIDFILE=str(pidfile))
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, **kw)
+    return r, (int(pidfile.read_text()) if pidfile.exists() else None)
+
+
+@pytest.mark.skipif(os.environ.get("NESYSEQ_TEST_FORKSERVER") == "0", reason="fork server off")
+def test_the_commands_of_a_command_are_served_too(tmp_path):
+    """A served command's own children (a launcher's stages) are served by the same server; a
+    command line that is not ours runs as it is."""
+    r, pid = _served_pid(tmp_path, [sys.executable, "-m", "nesyseq.cli.main", "--help"])
+    assert r.returncode == 0 and pid is not None and "usage" in r.stdout.lower()
+    inner = (f"import subprocess, sys; r = subprocess.run([sys.executable, '-m', 'nesyseq.cli.main', '--help'], "
+             f"capture_output=True); print(r.returncode)")
+    r, pid = _served_pid(tmp_path, [sys.executable, "-c", inner])
+    assert r.stdout.strip() == "0" and pid is not None   # the python -c ran plainly, its child was served
+    r, pid = _served_pid(tmp_path, [sys.executable, "-c", "print('plain')"])
+    assert r.stdout.strip() == "plain" and pid is None
+    r, pid = _served_pid(tmp_path, [sys.executable, "-m", "nesyseq.cli.main", "--help"],
+                         env=dict(os.environ, NESYSEQ_TEST_FORKSERVER="0"))
+    assert r.returncode == 0 and pid is None
+    import torch
+
+    if torch.version.cuda is None:   # the server imported triton (with torch._dynamo) in this session's mode
+        flipped = "0" if forkserver._interpret(os.environ) else "1"
+        r, pid = _served_pid(tmp_path, [sys.executable, "-m", "nesyseq.cli.main", "--help"],
+                             env=dict(os.environ, TRITON_INTERPRET=flipped))
+        assert r.returncode == 0 and "usage" in r.stdout.lower() and pid is None   # declined: ran plainly
 
 
 @pytest.mark.skipif(os.environ.get("NESYSEQ_TEST_FORKSERVER") == "0", reason="fork server off")
 def test_served_command_gets_argv_env_cwd_stdin_and_status(tmp_path):
-    # the rewritten argv is what runs (the Popen patch is active in this session)
-    p = subprocess.Popen([sys.executable, "-m", "nesyseq.cli.main", "--help"], stdout=subprocess.PIPE, text=True)
-    assert "forkserver.py" in " ".join(p.args)
-    assert "usage" in p.communicate()[0].lower() and p.returncode == 0
+    # the command runs as a served child
+    r, pid = _served_pid(tmp_path, [sys.executable, "-m", "nesyseq.cli.main", "--help"])
+    assert "usage" in r.stdout.lower() and r.returncode == 0 and pid is not None
     # an error: exit status 2 and nesyseq's one-line message on stderr
     env = dict(os.environ, PYTHONPATH=str(REPO))
     served = subprocess.run([sys.executable, "-m", "nesyseq.cli.main", "launch", "no_such_experiment", "--dry-run"],
