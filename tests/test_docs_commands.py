@@ -391,7 +391,9 @@ def test_qa_try_it_runs(tmp_path):
     text = (ROOT / "docs" / "qa.md").read_text(encoding="utf-8")
     section = re.search(r"^## Try it\b.*?\n(.*?)(?=^## |\Z)", text, re.S | re.M).group(1)
     body = next(b for _, lang, ill, b in fenced_blocks(section) if lang not in TEXT_LANGS and not ill)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    # plain processes (no fork server): what a user sees includes what importing fairseq prints
+    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
+               NESYSEQ_TEST_FORKSERVER="0")
     script = f"set -euo pipefail\ncd {shlex.quote(str(tmp_path))}\nln -s {shlex.quote(str(ROOT / 'user_dir'))} user_dir\n{body}\n"
     res = subprocess.run(["bash", "-c", script], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert res.returncode == 0, res.stdout[-3000:]

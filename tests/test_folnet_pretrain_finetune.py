@@ -11,6 +11,7 @@ records the tokens and the segment ids the model actually saw in every forward. 
 fine-tuning data, sentence A uses only upper-case words and sentence B only lower-case words,
 so the expected segment of every word follows from the word alone.
 """
+import os
 import random
 import subprocess
 import sys
@@ -31,42 +32,50 @@ COMMON = ["--optimizer", "adam", "--lr", "1e-3", "--max-update", "4", "--num-wor
 UPPER = ["ALPHA", "BETA", "GAMMA", "DELTA", "OMEGA", "SIGMA", "KAPPA", "THETA"]
 LOWER = ["the", "cat", "dog", "sat", "on", "a", "mat", "ran", "far", "red"]
 
-HOOKED_TRAIN = '''
-import sys, torch
+# A --user-dir that is nesyseq's plus a hook: every training batch's tokens and segment ids
+# (the input of FOLNet's type embedding) are saved to $NESYSEQ_TEST_SEEN as they are seen, so
+# plain fairseq-train runs it (and the suite's fork server can serve it).
+HOOK_USER_DIR = '''
+import os, torch
+import nesyseq.user_dir  # noqa: F401  (nesyseq's patches and registrations)
 import nesyseq.plugins.models.folnet as folnet
-from fairseq_cli import train
 
 records, state = [], {}
 build = folnet.FolnetModel.build_model.__func__
+
+def record(m, args, out):
+    records.append((state["tokens"], args[0].detach().clone()))
+    torch.save(records, os.environ["NESYSEQ_TEST_SEEN"])
 
 def build_with_hooks(cls, cfg, task):
     model = build(cls, cfg, task)
     core = model.encoder.core
     core.register_forward_pre_hook(lambda m, args: state.__setitem__("tokens", args[0].detach().clone()))
-    core.embed_types.register_forward_hook(
-        lambda m, args, out: records.append((state["tokens"], args[0].detach().clone())))
+    core.embed_types.register_forward_hook(record)
     return model
 
 folnet.FolnetModel.build_model = classmethod(build_with_hooks)
-out = sys.argv.pop(1)
-train.cli_main()
-torch.save(records, out)
 '''
+PASSED_ON = ("NESYSEQ_TEST_FORKSERVER_SOCK", "NESYSEQ_TEST_FORKSERVER", "TRITON_INTERPRET")   # the suite's own
 
 
-def run(cmd, cwd):
+def run(cmd, cwd, **env):
+    base = {"PATH": f"{BIN}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "PYTHONPATH": str(REPO)}  # this checkout's plugins, whatever the venv points at
+    base.update({k: os.environ[k] for k in PASSED_ON if k in os.environ})
     p = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=600,
-                       env={"PATH": f"{BIN}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                            "PYTHONPATH": str(REPO)})  # this checkout's plugins, whatever the venv points at
+                       env={**base, **env})
     assert p.returncode == 0, f"{cmd[:3]} failed:\n{p.stdout[-3000:]}\n{p.stderr[-5000:]}"
     return p.stdout + p.stderr
 
 
 def hooked_train(tmp, args):
-    script = tmp / "hooked_train.py"
-    script.write_text(HOOKED_TRAIN)
+    hooks = tmp / "sop_hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "__init__.py").write_text(HOOK_USER_DIR)
     rec = tmp / f"seen_{len(list(tmp.glob('seen_*')))}.pt"
-    log = run([sys.executable, script, rec, *args], tmp)
+    args = [str(hooks) if str(a) == str(USER_DIR) else a for a in args]
+    log = run([BIN / "fairseq-train", *args], tmp, NESYSEQ_TEST_SEEN=str(rec))
     return log, torch.load(rec, weights_only=True)
 
 
