@@ -12,9 +12,25 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow  # builds the wheel (setuptools, no dependencies, no network)
+def _source_copy(dest: Path) -> Path:
+    """The checkout's files (tracked, and untracked ones git does not ignore) copied to ``dest``:
+    setuptools builds in the source folder (build/, *.egg-info), and the checkout must stay as it is."""
+    import shutil
+
+    files = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=REPO, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    return dest
+
+
 def test_the_wheel_has_one_import_name_and_its_data(tmp_path):
+    src = _source_copy(tmp_path / "src")
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=600)
+                        "-w", str(tmp_path), str(src)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     wheel = next(tmp_path.glob("nesyseq-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
