@@ -105,6 +105,14 @@ def score(generate_file: Path, modules_file: Path, split: str) -> SplitScore:
     return result
 
 
+def decode_on_cpu(cpu: Optional[bool]) -> bool:
+    """``--cpu`` for fairseq-generate: as asked, else whenever torch sees no CUDA device."""
+    if cpu is not None:
+        return cpu
+    import torch
+    return not torch.cuda.is_available()
+
+
 def run_generate(checkpoint: Path, data: Path, subset: str, out_dir: Path, beam: int,
                  batch_size: int, cpu: bool, extra_args: Optional[List[str]] = None) -> Path:
     """Decode ``subset`` with the stock fairseq-generate; returns generate-<subset>.txt."""
@@ -205,9 +213,7 @@ def evaluate_math(checkpoint, data, out_dir=None, beam: int = 1, batch_size: int
     checkpoints.checked(checkpoint, data, ("translation",), "evaluate math", pair=("src", "tgt"), mmap=True)
     out_dir = Path(out_dir).resolve() if out_dir else checkpoint.parent / f"eval_{checkpoint.stem}"
     out_dir.mkdir(parents=True, exist_ok=True)
-    if cpu is None:
-        import torch
-        cpu = not torch.cuda.is_available()
+    cpu = decode_on_cpu(cpu)
     scores = []
     for subset in subsets:
         if subset not in SUBSETS:
