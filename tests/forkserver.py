@@ -182,6 +182,8 @@ _TRITON_MODE = []     # [TRITON_INTERPRET's truth when the server imported trito
 
 
 def _interpret(env) -> bool:
+    # triton_kernels.trans_triton.interpreting()'s test, on a given environment: the server may not
+    # import our packages, so it cannot call that one
     return env.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
 

@@ -21,6 +21,8 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 
+from tests import forkserver
+
 pytestmark = pytest.mark.slow  # two fairseq-train runs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,7 +58,7 @@ def build_with_hooks(cls, cfg, task):
 
 folnet.FolnetModel.build_model = classmethod(build_with_hooks)
 '''
-PASSED_ON = ("NESYSEQ_TEST_FORKSERVER_SOCK", "NESYSEQ_TEST_FORKSERVER", "TRITON_INTERPRET")   # the suite's own
+PASSED_ON = (forkserver.SOCK_ENV, "NESYSEQ_TEST_FORKSERVER", "TRITON_INTERPRET")   # the suite's own
 
 
 def run(cmd, cwd, **env):

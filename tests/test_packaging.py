@@ -11,7 +11,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow  # builds the wheel (setuptools, no dependencies, no network)
 def _source_copy(dest: Path) -> Path:
     """The checkout's files (tracked, and untracked ones git does not ignore) copied to ``dest``:
     setuptools builds in the source folder (build/, *.egg-info), and the checkout must stay as it is."""
@@ -27,6 +26,7 @@ def _source_copy(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow  # builds the wheel (setuptools, no dependencies, no network)
 def test_the_wheel_has_one_import_name_and_its_data(tmp_path):
     src = _source_copy(tmp_path / "src")
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",

@@ -157,7 +157,7 @@ def _kernels(interpret: bool):
 def _call_helpers_directly(mod) -> None:
     """Under the interpreter, each call of a ``@triton.jit`` device function (``_fwd_step``,
     ``_valid``, ...) patches ``triton.language`` again before running the function's rewritten
-    Python (about 2 ms a call in Triton 3.9, a third of a small test's time), although the
+    Python (about 2 ms a call in Triton 3.9, a fifth of an interpreter test's time), although the
     launched kernel's own patch, over the same module globals, is still in force.  Here the
     helpers are replaced by that rewritten Python itself; the kernels (``*_kernel``, launched
     with a grid) stay interpreted functions.  Same code, same semantics, less overhead; a
