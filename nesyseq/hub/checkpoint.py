@@ -1,8 +1,7 @@
 """The checkpoint side of ``nesyseq.load``: open a file, read its config, rebuild its model.
 
-    read_checkpoint(path)     the one place a file is opened: torch's safe unpickler
-                              (weights_only=True, the plugins' allow-list); kept small so that the
-                              project's shared checkpoint loader can take its place
+    read_checkpoint(path)     the one place the hub opens a file: the project's checkpoint
+                              loader (evaluations/checkpoints.py read_raw, torch's safe unpickler)
     checkpoint_config(state)  the config as fairseq's own loader makes it
     build(cfg, state, data)   (task, model) with the checkpoint's weights, eval mode, fp32
 """
@@ -11,27 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from nesyseq.common.errors import UserError
 
 
 def read_checkpoint(path: Path) -> dict:
-    """The checkpoint at ``path`` as torch's safe loader reads it; a missing, truncated or
-    foreign file is a one-line error naming it."""
-    import torch
+    """The checkpoint at ``path`` as torch's safe loader reads it, through the project's one
+    checkpoint loader (``evaluations/checkpoints.py``): a missing, truncated, foreign or malicious
+    file is a one-line error naming it."""
+    from nesyseq.evaluations.checkpoints import read_raw
 
-    from nesyseq.common.cli_args import check_checkpoint_file
-    from nesyseq.plugins.checkpoint_safety import SAFE_GLOBALS
-
-    check_checkpoint_file(path, flag="checkpoint")
-    torch.serialization.add_safe_globals(SAFE_GLOBALS)
-    try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # not a torch file, a refused global
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"checkpoint {path}: not a readable checkpoint ({first[:160]})") from None
-    if not isinstance(state, dict) or "model" not in state or not (state.get("cfg") or state.get("args")):
-        raise UserError(f"checkpoint {path}: not a fairseq checkpoint (no 'model' and 'cfg'/'args')")
-    return state
+    return read_raw(path, flag="checkpoint")
 
 
 def checkpoint_config(state: dict):
