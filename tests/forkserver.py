@@ -169,11 +169,32 @@ def _run_child(conn, req, fds):
             sys.stderr.flush()
         except Exception:
             pass
+        _end_children()
         try:
             _send(conn, {"status": status})
         except OSError:
             pass
         os._exit(status)
+
+
+def _end_children():
+    """What a normal interpreter exit does for multiprocessing's children (its exit handler):
+    terminate the daemonic ones, join the rest.  The child leaves with os._exit (the server's
+    own exit handlers are not the command's), which skips that; a DataLoader worker (daemonic,
+    fairseq's --num-workers) would then hold the command's stdout open until it notices its
+    parent is gone, about 5 s later, and a caller reading that pipe to its end waits as long."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return
+    try:
+        children = mp.active_children()
+        for p in children:
+            if p.daemon:
+                p.terminate()
+        for p in children:
+            p.join()
+    except Exception:
+        pass
 
 
 _SERVER_PYTHONPATH = set()

@@ -122,3 +122,19 @@ def test_killing_the_process_kills_the_forked_command(tmp_path):
         time.sleep(0.1)
     else:
         pytest.fail("the forked fairseq-train outlived its killed shim")
+
+
+@pytest.mark.skipif(os.environ.get("NESYSEQ_TEST_FORKSERVER") == "0", reason="fork server off")
+def test_a_daemonic_child_does_not_keep_the_output_open(tmp_path):
+    """A command's daemonic multiprocessing child (a DataLoader worker) ends with the command,
+    as at a normal interpreter exit, so a caller reading the command's output to its end returns
+    when the command does.  The child here would sleep 120 s holding stdout; a served command
+    that left it running would hit the 60-s timeout."""
+    plugin = tmp_path / "sleeper_plugin"
+    plugin.mkdir()
+    (plugin / "__init__.py").write_text(
+        "import multiprocessing, time\n"
+        "multiprocessing.Process(target=time.sleep, args=(120,), daemon=True).start()\n")
+    r, pid = _served_pid(tmp_path, [str(BIN / "fairseq-preprocess"), "--user-dir", str(plugin), "--help"],
+                         timeout=60, cwd=tmp_path)
+    assert r.returncode == 0 and "usage" in r.stdout.lower() and pid is not None, r.stderr[-2000:]
