@@ -6,6 +6,11 @@ PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.nesyseq-installed
 QUIET  := $(VENV)/.nesyseq-quiet
 
+# Python writes the bytecode of what it imports on first use (pip installs with --no-compile): a
+# PYTHONDONTWRITEBYTECODE set in the environment would make every process compile torch and
+# fairseq again (about 6 s each), so make's commands run without it.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: venv test test-fast static coverage test-gpu gpu-wheels quickstart bench clean-venv
 
 $(STAMP): setup.cfg setup.py pyproject.toml constraints.txt
@@ -13,11 +18,6 @@ $(STAMP): setup.cfg setup.py pyproject.toml constraints.txt
 	# torch first and exactly, so no resolver can pull a CUDA build.
 	$(PIP) install -q --no-compile torch==2.13.0
 	$(PIP) install -q --no-compile -c constraints.txt -e '.[test]'
-	# bytecode on all cores at once (pip compiles file by file: 36 s of the setup for torch alone).
-	# Like pip, skip what is not Python 3.11 (torch ships a py312-only test helper) and keep quiet
-	# about third-party SyntaxWarnings; a file that still fails compiles on first import instead.
-	@PYTHONWARNINGS=ignore::SyntaxWarning $(PY) -m compileall -qq -j 0 -x 'py312_intrinsics' $(VENV)/lib \
-		|| echo "note: some installed files were not byte-compiled ahead; Python compiles them on first import"
 	@touch $(STAMP)
 
 # Quiet by default: fairseq logs "Please install tensorboardX" while it is imported, before any
@@ -38,8 +38,12 @@ PYTEST_PAR := -n 2 --dist loadgroup
 
 # test_slurm.py's session fixture starts one local SLURM cluster: its group keeps the file on one
 # worker (tests/conftest.py fails the run if xdist cannot group, e.g. under pytest >= 9.2)
-test: static
-	$(PY) -m pytest -q $(PYTEST_PAR) --durations=30 tests
+# The static check (one core) runs beside pytest and prints when both are done; either failing fails.
+test: $(QUIET)
+	@$(PY) tools/static_check.py > $(VENV)/static-check.log 2>&1 & st=$$!; \
+	$(PY) -m pytest -q $(PYTEST_PAR) --durations=30 tests; rc=$$?; \
+	wait $$st; src=$$?; cat $(VENV)/static-check.log; \
+	if [ $$src -ne 0 ]; then echo "make test: the static check failed (above)" >&2; exit 1; fi; exit $$rc
 
 # mypy over the product folders, failing on the errors that mean a line would crash (undefined
 # attribute or name, wrong call arguments, calling None): tools/static_check.py, docs/testing.md

@@ -1,6 +1,6 @@
 """The static check (tools/static_check.py) and the GPU-only list (tools/gpu_only.py).
 
-The check itself runs in ``make test`` before pytest; here: it sorts mypy's errors into crash
+The check itself runs in ``make test`` beside pytest; here: it sorts mypy's errors into crash
 kinds and others, maps the link tree's paths back to the checkout's, fails on a missing class
 attribute (the bug that crashed FOLNet on CUDA: ``_BinaryBoolFn.ROWS_CUDA``), and the GPU-only
 list still names real lines.
