@@ -47,6 +47,9 @@ def pytest_collection_modifyitems(config, items):
             group = item.path.name  # the users of a shared fixture stay on one worker
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    # the end-to-end runs first (a stable sort): xdist hands the rest out as workers free up, so
+    # the last tests to finish are short ones and neither core waits long on the other at the end
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 _LOST_GROUPS = pytest.StashKey[list]()     # node ids of grouped tests whose id has no @group

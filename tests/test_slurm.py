@@ -365,26 +365,6 @@ def test_hydra_submitit_slurm_sweep(slurm_cluster, prepared, tmp_path):
     assert any(not torch.equal(models[1][k], models[2][k]) for k in models[1])  # two seeds, two inits
 
 
-@pytest.mark.slow
-def test_local_executor_runs_the_chain(tmp_path):
-    """--executor local: the same prepare -> train -> evaluate chain through submitit's
-    LocalExecutor, no SLURM needed; `status` reads the job folders."""
-    run_dir = tmp_path / "local run"
-    out = nesyseq("launch", "math", *TINY, "max_update=5", "save_interval_updates=5", "--executor", "local",
-                  "--run-dir", run_dir).stdout
-    recs = jobs(run_dir)
-    assert [r["stage"] for r in recs] == ["prepare", "train", "evaluate"]
-    assert all(r["executor"] == "local" and r["job_id"] in out for r in recs)
-    for r in recs:
-        assert (Path(r["folder"]) / "DONE.json").is_file()
-    train = Path(recs[1]["folder"])
-    _, updates, _ = final_checkpoint(train / "checkpoints" / "checkpoint_last.pt")
-    assert updates == 5
-    assert (Path(recs[2]["folder"]) / "results" / "results.csv").is_file()
-    status = nesyseq("status", run_dir).stdout
-    assert status.count("COMPLETED") == 3, status
-
-
 def test_failure_cause_prefers_the_requeue_limit_over_the_stopped_childs_error(tmp_path):
     """No SLURM: `status`'s cause is the limit line when StageJob refused to requeue (the child
     it terminated may have printed an error of its own), else the child's last error line."""
