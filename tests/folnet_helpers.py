@@ -52,16 +52,36 @@ def single_thread():
 
 
 def run_on_triton_interpreter(tmp_path, script_text: str, arg) -> None:
-    """Run ``script_text`` as a script in a fresh process with ``TRITON_INTERPRET=1`` (set before
-    triton is imported) and ``arg`` as its argument; it prints OK when its checks pass, or SKIP
-    when the interpreter is not usable here."""
+    """Run ``script_text`` as a script with ``TRITON_INTERPRET=1`` set before triton is imported
+    and ``arg`` as its argument; it prints OK when its checks pass, or SKIP when the interpreter
+    is not usable.  In this process when triton was already imported in interpreter mode here
+    (the suite's workers, tests/test_trans_triton.py), else in a fresh one."""
+    import contextlib
+    import io
     import os
+    import runpy
     import subprocess
     import sys
 
     pytest.importorskip("triton")
     script = tmp_path / "run.py"
     script.write_text(script_text)
+    from nesyseq.triton_kernels import trans_triton as tt
+
+    if "triton" in sys.modules and tt.interpreter_usable():
+        out, argv, path = io.StringIO(), sys.argv, list(sys.path)
+        sys.argv = [str(script), str(arg)]
+        try:
+            with contextlib.redirect_stdout(out):
+                runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as e:
+            assert e.code in (None, 0), f"{script} exited with {e.code!r}:\n{out.getvalue()[-3000:]}"
+        finally:
+            sys.argv, sys.path[:] = argv, path
+        if "SKIP" in out.getvalue():
+            pytest.skip("the Triton interpreter is not usable here")
+        assert "OK" in out.getvalue(), out.getvalue()[-3000:]
+        return
     env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
     p = subprocess.run([sys.executable, str(script), str(arg)], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=900)
