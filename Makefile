@@ -40,8 +40,10 @@ $(QUIET): $(STAMP) Makefile
 
 venv: $(QUIET)
 
-# Two workers (pytest-xdist); tests/conftest.py groups tests that share a fixture on one worker.
-PYTEST_PAR := -n 2 --dist loadgroup
+# Three workers on two cores (pytest-xdist): a worker waiting on a SLURM job or a child process
+# leaves its core to the others (2 workers: 573 s, 3: 486 s, same tree); tests/conftest.py groups
+# tests that share a fixture on one worker.
+PYTEST_PAR := -n 3 --dist loadgroup
 
 # test_slurm.py's session fixture starts one local SLURM cluster: its group keeps the file on one
 # worker (tests/conftest.py fails the run if xdist cannot group, e.g. under pytest >= 9.2)

@@ -1,14 +1,14 @@
 """Suite-wide settings for running the tests in parallel (``make test`` uses
-``pytest -n 2 --dist loadgroup``; see docs/testing.md).
+``pytest -n 3 --dist loadgroup``; see docs/testing.md).
 
 * The SLURM tests share one local cluster (a session fixture that starts and stops the
   daemons) and fixed ports: they run on one worker, in one group.
 * The tests of a module that share one of its module- or session-scoped fixtures (the
   trained model of test_math_e2e.py, the prepared corpus of test_wmt.py, ...) form one
   group too: otherwise each worker builds the fixture again.
-* Under pytest-xdist each worker is one of two processes on a 2-core machine, so in-process
+* Under pytest-xdist each worker is one of three processes on a 2-core machine, so in-process
   torch uses one intra-op thread there (the e2e tests' child processes already do:
-  OMP_NUM_THREADS=1); two workers with two threads each spin against each other.
+  OMP_NUM_THREADS=1); workers with several threads each spin against each other.
 """
 import io
 import os
