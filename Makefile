@@ -48,8 +48,13 @@ PYTEST_PAR := -n 3 --dist loadgroup
 # test_slurm.py's session fixture starts one local SLURM cluster: its group keeps the file on one
 # worker (tests/conftest.py fails the run if xdist cannot group, e.g. under pytest >= 9.2)
 # The static check (one core) runs beside pytest and prints when both are done; either failing fails.
+# Before pytest, one process imports what every worker and fork server imports, so a fresh venv's
+# bytecode is written once rather than compiled by six processes at the same time.
+WARM_IMPORTS := torch, torch._dynamo, fairseq, fairseq_cli.train, fairseq_cli.generate, nesyseq.user_dir, \
+	nesyseq.cli.main, matplotlib.pyplot, submitit, sympy, pytest, xdist
 test: $(QUIET)
 	@$(PY) tools/static_check.py > $(VENV)/static-check.log 2>&1 & st=$$!; \
+	$(PY) -c "import $(WARM_IMPORTS)" > /dev/null 2>&1 || echo "make test: warming the imports failed (pytest will say why)"; \
 	$(PY) -m pytest -q $(PYTEST_PAR) --durations=30 tests; rc=$$?; \
 	wait $$st; src=$$?; cat $(VENV)/static-check.log; \
 	if [ $$src -ne 0 ]; then echo "make test: the static check failed (above)" >&2; exit 1; fi; exit $$rc
