@@ -67,8 +67,8 @@ def test_importing_plugins_or_an_evaluation_helper_patches_nothing():
 
 def test_user_dir_refuses_an_untested_fairseq_in_one_line():
     """One fresh interpreter: importing user_dir under fairseq 9.9.9 exits with one line (a
-    SystemExit with a message: Python prints it, nothing else, and exits 1); forced, the same
-    import goes through."""
+    SystemExit with a message and no context: Python prints just it and exits 1), with nothing
+    but INFO lines on stderr before it; forced, the same import goes through."""
     code = ("import os, sys, fairseq\n"
             "fairseq.__version__ = '9.9.9'\n"
             "try:\n"
@@ -77,11 +77,14 @@ def test_user_dir_refuses_an_untested_fairseq_in_one_line():
             "except SystemExit as e:\n"
             "    assert isinstance(e.code, str) and e.__suppress_context__, repr(e.code)\n"
             "    print(e.code)\n"
+            "print('--- forced ---', file=sys.stderr, flush=True)\n"
             f"os.environ['{_version.FORCE_ENV}'] = '1'\n"
             "sys.modules.pop('nesyseq.user_dir', None)\n"
             "import nesyseq.user_dir\n"
             "print('forced: imported')\n")
     r = _python(code, env={_version.FORCE_ENV: ""})
     assert r.returncode == 0, r.stderr[-2000:]
+    refused_err = r.stderr.split("--- forced ---")[0]
+    assert [ln for ln in refused_err.splitlines() if ln.strip() and "INFO" not in ln] == [], r.stderr
     assert r.stdout.splitlines() == ["nesyseq: nesyseq patch 'batch_remainder' was written for fairseq 0.12.3, found "
                                      f"9.9.9; set {_version.FORCE_ENV}=1 to apply it anyway", "forced: imported"], r.stdout
