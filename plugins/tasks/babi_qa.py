@@ -11,9 +11,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+import torch
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from nesyseq.plugins.layers.entity_dropout import EntityDropout
 from nesyseq.plugins.models.config_defaults import upgrade_named_config
 
 
@@ -32,6 +34,18 @@ class BabiQAConfig(TranslationConfig):
                 "only for models with entity dropout on (tpr_rnn / stpr --entity-dropout*).  It acts in "
                 "task.valid_step only (fairseq-train's validation, fairseq-validate); nesyseq evaluate qa "
                 "and fairseq-generate never drop"})
+
+
+def learning_dropouts(model) -> list:
+    """The model's entity-dropout modules that learn their words (--entity-dropout-learn)."""
+    return [m for m in model.modules() if isinstance(m, EntityDropout) and m.costs is not None]
+
+
+def example_losses(model, net_output, target, pad: int):
+    """(B,) the summed token NLL of each example, in fp32, from the model's own distribution."""
+    lprobs = model.get_normalized_probs(net_output, log_probs=True).float()          # (B, T, V)
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)                       # (B, T)
+    return nll.masked_fill(target.eq(pad), 0.0).sum(-1)
 
 
 def check_valid_entity_dropout(model) -> None:
@@ -63,6 +77,25 @@ class BabiQATask(TranslationTask):
         if self.cfg.valid_entity_dropout:
             check_valid_entity_dropout(model)
         return model
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        """fairseq's step; with --entity-dropout-learn, the step's forward output also gives each
+        example's loss to the learning dropout modules (one forward: a hook keeps the output)."""
+        learners = learning_dropouts(model)
+        if not learners:
+            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        kept = []
+        hook = model.register_forward_hook(lambda _m, _i, out: kept.append(out))
+        try:
+            result = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+        finally:
+            hook.remove()
+        if kept:
+            with torch.no_grad():
+                loss = example_losses(model, kept[-1], sample["target"], self.tgt_dict.pad())
+            for m in learners:
+                m.observe(loss)
+        return result
 
     def valid_step(self, sample, model, criterion):
         if not self.cfg.valid_entity_dropout:
