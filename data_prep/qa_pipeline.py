@@ -12,6 +12,7 @@ from typing import Dict, List, Optional
 from nesyseq.data_prep.fairseq_binarize import fairseq_preprocess
 from nesyseq.data_prep.qa_babi import MAX_POSITIONS, QAExample, parse_babi_lines, read_babi_lines
 from nesyseq.common.atomic import atomic_write_bytes
+from nesyseq.data_prep.qa_word_classes import format_classes, word_classes
 from nesyseq.common.errors import UserError
 
 
@@ -65,7 +66,9 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
                zero_shot: Optional[str] = None, k: int = 10, train_stories: int = 200,
                test_stories: int = 200, binarize: bool = True, train_file: Optional[str] = None,
                valid_file: Optional[str] = None, test_file: Optional[str] = None,
-               babi_set: str = "en-10k", max_positions: int = MAX_POSITIONS) -> List[str]:
+               babi_set: str = "en-10k", max_positions: int = MAX_POSITIONS,
+               people_per_story: Optional[int] = None, questions_per_story: int = 5,
+               wording: str = "ours") -> List[str]:
     """Prepare every selected task; returns the ``bin/task{N}`` directories.  Every option is
     checked before any work; a bAbI line longer than ``max_positions`` tokens is refused."""
     from nesyseq.common.out_folder import check_out_path
@@ -97,7 +100,8 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
         files = {}
         for t in wanted:
             data = generate_task(t, n_train=train_stories, n_test=test_stories, num_names=num_names,
-                                 zero_shot=zero_shot, k=k, seed=seed)
+                                 zero_shot=zero_shot, k=k, seed=seed, people_per_story=people_per_story,
+                                 questions_per_story=questions_per_story, wording=wording)
             files[t] = {}
             for split, text in data.items():
                 p = raw / f"qa{t}_{split}.txt"
@@ -105,7 +109,9 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
                 files[t][split] = str(p)
         meta.update({"source": "bAbI-style generator (nesyseq data_prep/qa_generate.py)",
                      "num_names": num_names, "zero_shot": zero_shot, "k": k,
-                     "train_stories": train_stories, "test_stories": test_stories})
+                     "train_stories": train_stories, "test_stories": test_stories,
+                     "people_per_story": people_per_story, "questions_per_story": questions_per_story,
+                     "wording": wording})
     elif train_file:
         if not test_file:
             raise UserError("--train FILE needs --test FILE")
@@ -183,8 +189,10 @@ def prepare_qa(out, source: Optional[str] = None, generate: bool = False, tasks:
             tmp.mkdir(parents=True)
             _binarize(text_dir, tmp, text_dir / "dict.txt", extra)
             atomic_write_bytes(str(tmp / "unseen.txt"), "".join(w + "\n" for w in unseen).encode())
+            classes = word_classes(train)         # entity dropout without a word list (qa_word_classes.py)
+            atomic_write_bytes(str(tmp / "word_classes.txt"), format_classes(classes).encode())
             info = dict(meta, task=t, examples={n: len(e) for n, e in splits.items()},
-                        unseen_words=len(unseen), max_story=max(len(e.story) for e in train + valid + test))
+                        unseen_words=len(unseen), word_classes=len(classes), max_story=max(len(e.story) for e in train + valid + test))
             atomic_write_bytes(str(tmp / "qa_meta.json"), (json.dumps(info, indent=1) + "\n").encode())
             if dest.exists():
                 shutil.rmtree(dest)
