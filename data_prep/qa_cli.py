@@ -58,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, default=10, help="generator task b: |V1| = |V2| = k")
     parser.add_argument("--train-stories", type=int, default=200, help="generator: stories in train")
     parser.add_argument("--test-stories", type=int, default=200, help="generator: stories in test")
+    parser.add_argument("--people-per-story", type=int, default=None,
+                        help="generator: people drawn per story (default: bAbI's, 4; task 5: 3)")
+    parser.add_argument("--questions-per-story", type=int, default=5,
+                        help="generator: questions per story (bAbI's 5); a story lasts until its last question")
+    parser.add_argument("--wording", choices=["ours", "babi"], default="ours",
+                        help="generator, tasks 2 and 3: 'babi' ends every taking in 'there' and one leaving "
+                             "in five, as the released files do")
 
 
 def zero_shot_kinds(text):
@@ -80,6 +87,8 @@ def run(args) -> int:
                      memory_size=args.memory_size, valid_fraction=args.valid_fraction, seed=args.seed,
                      num_names=args.num_names, zero_shot=args.zero_shot, k=args.k,
                      train_stories=args.train_stories, test_stories=args.test_stories,
+                     people_per_story=args.people_per_story, questions_per_story=args.questions_per_story,
+                     wording=args.wording,
                      max_positions=args.max_positions, babi_set=args.babi_set)
     for p in out:
         print(p)

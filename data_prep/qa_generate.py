@@ -38,6 +38,7 @@ ROOMS = ["bathroom", "hallway", "kitchen", "garden", "office", "bedroom",
 OBJECTS = ["apple", "football", "milk", "ball", "book", "key",
            "cup", "hat", "pen", "box", "lamp", "shoe"]
 _TRAIN_POOL = 6
+WORDINGS = ("ours", "babi")
 MOVE_VERBS = ["moved to", "went to", "travelled to", "journeyed to", "went back to"]
 GRAB_VERBS = ["picked up", "got", "grabbed", "took"]
 DROP_VERBS = ["dropped", "put down", "discarded", "left"]
@@ -98,15 +99,19 @@ def _task1(rng, people, rooms, n_questions=5) -> _Story:
     return st
 
 
-def _task2_3(rng, people, rooms, objects, task: str, n_questions=5) -> Optional[_Story]:
-    """Shared world for tasks 2 and 3: people move, pick up and drop objects."""
+def _task2_3(rng, people, rooms, objects, task: str, n_questions=5, wording: str = "ours") -> Optional[_Story]:
+    """Shared world for tasks 2 and 3: people move, pick up and drop objects.  ``wording="babi"``
+    says it as the released files do: every taking ends in "there" ("Mary got the milk there."),
+    and a leaving does one time in five (the released task-2 train file: 8,691 of 8,691 and
+    1,365 of 6,693)."""
+    babi = wording == "babi"
     st = _Story()
     at: Dict[str, Tuple[str, int]] = {}          # person -> (room, statement id)
     holder: Dict[str, Tuple[str, int]] = {}      # object -> (person, id of the grab)
     lying: Dict[str, Tuple[str, int]] = {}       # object -> (room, id of the drop)
     history: Dict[str, List[Tuple[str, List[int]]]] = {}  # object -> places it has been, with support
     asked, guard = 0, 0
-    while asked < n_questions and guard < 200:
+    while asked < n_questions and guard < 40 * n_questions:
         guard += 1
         p = rng.choice(people)
         act = rng.random()
@@ -115,14 +120,15 @@ def _task2_3(rng, people, rooms, objects, task: str, n_questions=5) -> Optional[
             free = [o for o in objects if o not in holder and (o not in lying or lying[o][0] == at[p][0])]
             if free:
                 o = rng.choice(free)
-                sid = st.say(f"{_cap(p)} {rng.choice(GRAB_VERBS)} the {o}.")
+                sid = st.say(f"{_cap(p)} {rng.choice(GRAB_VERBS)} the {o}{' there' if babi else ''}.")
                 holder[o] = (p, sid)
                 lying.pop(o, None)
                 _record(history, o, at[p][0], [sid, at[p][1]])
                 continue
         if mine and act < 0.45:
             o = rng.choice(mine)
-            sid = st.say(f"{_cap(p)} {rng.choice(DROP_VERBS)} the {o}.")
+            there = babi and rng.random() < 0.2
+            sid = st.say(f"{_cap(p)} {rng.choice(DROP_VERBS)} the {o}{' there' if there else ''}.")
             del holder[o]
             lying[o] = (at[p][0], sid)
             continue
@@ -197,20 +203,26 @@ def _task_b(rng, variables, values, n_assign=10) -> _Story:
 
 
 def generate_split(task: str, n_stories: int, rng: random.Random, people, rooms, objects,
-                   exclude: Optional[set] = None) -> List[str]:
-    """Lines of ``n_stories`` stories; stories whose text is in ``exclude`` are redrawn."""
+                   exclude: Optional[set] = None, people_per_story: Optional[int] = None,
+                   questions_per_story: int = 5, wording: str = "ours") -> List[str]:
+    """Lines of ``n_stories`` stories; stories whose text is in ``exclude`` are redrawn.  A story
+    draws ``people_per_story`` of ``people`` (default 4, task 5: 3, as bAbI's) and asks
+    ``questions_per_story`` questions (5, as bAbI's); a story lasts until its last question.
+    ``wording``: "ours", or "babi", the released files' "there" (tasks 2 and 3, ``_task2_3``)."""
     out, guard = [], 0
     while len(out) < n_stories:
         guard += 1
         if guard > 50 * n_stories + 1000:
             raise UserError(f"task {task}: could not draw {n_stories} distinct stories (pools too small)")
-        per = rng.sample(people, min(4, len(people))) if task != "b" else people
+        n_per = 4 if people_per_story is None else people_per_story
+        per = rng.sample(people, min(n_per, len(people))) if task != "b" else people
         if task == "1":
-            st = _task1(rng, per, rooms)
+            st = _task1(rng, per, rooms, questions_per_story)
         elif task in ("2", "3"):
-            st = _task2_3(rng, per, rooms, objects, task)
+            st = _task2_3(rng, per, rooms, objects, task, questions_per_story, wording)
         elif task == "5":
-            st = _task5(rng, rng.sample(people, min(3, len(people))), rooms, objects)
+            n5 = 3 if people_per_story is None else people_per_story
+            st = _task5(rng, rng.sample(people, min(n5, len(people))), rooms, objects, questions_per_story)
         else:
             st = _task_b(rng, people, rooms)
         if st is None:
@@ -225,7 +237,8 @@ def generate_split(task: str, n_stories: int, rng: random.Random, people, rooms,
 
 
 def generate_task(task: str, n_train: int = 1000, n_test: int = 1000, num_names: int = 4,
-                  zero_shot=None, k: int = 10, seed: int = 0) -> Dict[str, str]:
+                  zero_shot=None, k: int = 10, seed: int = 0, people_per_story: Optional[int] = None,
+                  questions_per_story: int = 5, wording: str = "ours") -> Dict[str, str]:
     """Return {"train": text, "test": text, ["test_rooms": text, ...]} in the bAbI format.
 
     Stories carry 5 questions (tasks 1-5) or 1 (task b); ``n_train`` / ``n_test`` count
@@ -233,7 +246,9 @@ def generate_task(task: str, n_train: int = 1000, n_test: int = 1000, num_names:
     ``zero_shot`` (one of rooms / objects / people, or several) adds a test split per kind,
     ``test_{kind}``, whose rooms / objects / people are all unseen in training, as the paper's
     Table 2: the model is trained once and tested on the original and every zero-shot split.
-    ``train`` and ``test`` do not depend on ``zero_shot``.
+    ``train`` and ``test`` do not depend on ``zero_shot``.  ``people_per_story`` and
+    ``questions_per_story`` shape every split (``generate_split``), e.g. stories twice as crowded
+    and twice as long as bAbI's.
     """
     task = str(task).lower()
     if task not in TASKS:
@@ -256,18 +271,25 @@ def generate_task(task: str, n_train: int = 1000, n_test: int = 1000, num_names:
         return {"train": "\n".join(train) + "\n", "test": "\n".join(test) + "\n"}
     if num_names < 4 and task != "1":
         raise UserError(f"task {task} needs --num-names >= 4")
+    if people_per_story is not None and not 1 <= people_per_story <= num_names:
+        raise UserError(f"--people-per-story must be in 1..--num-names ({num_names}), got {people_per_story}")
+    if questions_per_story < 1:
+        raise UserError(f"--questions-per-story must be >= 1, got {questions_per_story}")
+    if wording not in WORDINGS:
+        raise UserError(f"--wording must be one of {', '.join(WORDINGS)}, got {wording!r}")
+    shape = dict(people_per_story=people_per_story, questions_per_story=questions_per_story, wording=wording)
     new_people = "people" in kinds or "all" in kinds
     names = make_names(2 * num_names if new_people else num_names, seed)   # a prefix is make_names(n)
     pools = {"people": names[:num_names], "rooms": ROOMS[:_TRAIN_POOL], "objects": OBJECTS[:_TRAIN_POOL]}
     unseen = {"people": names[num_names:], "rooms": ROOMS[_TRAIN_POOL:], "objects": OBJECTS[_TRAIN_POOL:]}
     seen = set()
-    train = generate_split(task, n_train, rng, pools["people"], pools["rooms"], pools["objects"], exclude=seen)
+    train = generate_split(task, n_train, rng, pools["people"], pools["rooms"], pools["objects"], exclude=seen, **shape)
     train_set = set(seen)
-    test = generate_split(task, n_test, rng, pools["people"], pools["rooms"], pools["objects"], exclude=seen)
+    test = generate_split(task, n_test, rng, pools["people"], pools["rooms"], pools["objects"], exclude=seen, **shape)
     out = {"train": "\n".join(train) + "\n", "test": "\n".join(test) + "\n"}
     for kind in kinds:
         p = dict(unseen) if kind == "all" else dict(pools, **{kind: unseen[kind]})
         zrng = random.Random(_derive(seed, "zero-shot", task, num_names, kind, k))
-        z = generate_split(task, n_test, zrng, p["people"], p["rooms"], p["objects"], exclude=set(train_set))
+        z = generate_split(task, n_test, zrng, p["people"], p["rooms"], p["objects"], exclude=set(train_set), **shape)
         out[f"test_{kind}"] = "\n".join(z) + "\n"
     return out

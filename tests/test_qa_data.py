@@ -95,6 +95,52 @@ def test_generator_is_deterministic_and_parses(task):
         assert e.supporting and all(0 <= s < len(e.story) for s in e.supporting)
 
 
+@pytest.mark.parametrize("task", ["1", "2", "5"])
+def test_people_and_questions_per_story_shape_every_split(task):
+    """Counted on the text: each story draws --people-per-story people (bAbI's 4, task 5 3, by
+    default) and names at most that many, on average more than a plain story can, and asks exactly
+    --questions-per-story questions."""
+    names = set(make_names(40, 0))
+
+    def shapes(text):
+        stories = ("\n" + text).split("\n1 ")[1:]
+        people = [len({w.strip(".?").lower() for w in st.split()} & names) for st in stories]
+        return people, [st.count("\t") // 2 for st in stories]
+    plain = generate_task(task, n_train=20, n_test=10, num_names=20, seed=0)
+    default = 3 if task == "5" else 4
+    people, questions = shapes(plain["train"])
+    assert max(people) == default and questions == [5] * 20
+    big = generate_task(task, n_train=20, n_test=10, num_names=20, seed=0, zero_shot=["all"],
+                        people_per_story=8, questions_per_story=10)
+    for split in ("train", "test", "test_all"):
+        people, questions = shapes(big[split])
+        n = 20 if split == "train" else 10
+        assert questions == [10] * n, split
+        if split != "test_all":      # test_all's people are the unseen half of the 40 names
+            assert max(people) == 8 and sum(people) / n > default, (split, people)   # more than a plain story can
+    for bad, named in ((dict(people_per_story=21), "--people-per-story must be in 1..--num-names (20)"),
+                       (dict(questions_per_story=0), "--questions-per-story must be >= 1")):
+        with pytest.raises(UserError, match=named.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+            generate_task(task, n_train=2, n_test=2, num_names=20, **bad)
+
+
+def test_babi_wording_says_there_as_the_released_files_do():
+    """--wording babi: every taking ends in 'there', about one leaving in five does, and the
+    default wording (no 'there') is what it was."""
+    from nesyseq.data_prep.qa_generate import DROP_VERBS, GRAB_VERBS
+    text = generate_task("2", n_train=300, n_test=5, num_names=10, seed=0, wording="babi")["train"]
+    lines = [line.split(" ", 1)[1] for line in text.splitlines() if "\t" not in line]
+    grabs = [s for s in lines if any(f" {v} the " in s for v in GRAB_VERBS)]
+    drops = [s for s in lines if any(f" {v} the " in s for v in DROP_VERBS)]
+    assert grabs and all(s.endswith(" there.") for s in grabs)
+    share = sum(s.endswith(" there.") for s in drops) / len(drops)
+    assert len(drops) > 300 and 0.1 < share < 0.3, (len(drops), share)
+    plain = generate_task("2", n_train=300, n_test=5, num_names=10, seed=0)["train"]
+    assert " there." not in plain
+    with pytest.raises(UserError, match="--wording must be one of ours, babi"):
+        generate_task("2", n_train=2, n_test=2, num_names=10, wording="shakespeare")
+
+
 def _answer_by_rule(e, task):
     """Independent re-derivation of the answer from the story text."""
     if task == "1":
