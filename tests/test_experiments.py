@@ -117,36 +117,46 @@ BABI_WORDS = ["mary", "john", "sandra", "daniel", "fred", "bill", "jeff", "kitch
 
 
 def test_qa_table2_recipe_is_the_default_and_recipes_are_overrides(tmp_path):
-    """qa_table2's train stage with no override is the Table-2 recipe: stpr_babi, entity dropout 0.2 with
-    the initial-alpha read-out, one symbolic-position row per role, story dropout 0.3 and per-type
-    dropout 0.3 over bAbI's people; rooms; objects (the words written out here), with the training
-    set-up of the QA runs; recipe=shared and recipe=paper are the weaker recipes."""
+    """qa_table2's train stage with no override is the list-free recipe: stpr_babi, entity dropout 0.2
+    with the initial-alpha read-out, one symbolic-position row per role, story dropout 0.3 and
+    per-type dropout 0.3 over the word classes prepare writes (no word named), with the training
+    set-up of the QA runs; recipe=listed names bAbI's people; rooms; objects (written out here);
+    recipe=shared and recipe=paper are the weaker recipes."""
     def train_argv(*over):
         plan = build_plan("qa_table2", ["babi_dir=/data/babi/en-10k", *over], tmp_path / "r", "seed=0,1")
         jobs = {jobs[0].stage: jobs for jobs in plan.stages}
         assert [len(jobs[s]) for s in ("prepare", "zero_shot", "train", "evaluate")] == [1, 1, 2, 2]
         return jobs["train"][1].argv
 
+    def recipe_of(words, groups):
+        return ["--entity-dropout", "0.2", "--entity-dropout-init-alpha", "--symbolic-positions-per-role",
+                "--entity-dropout-story", "0.3", "--entity-dropout-words", words, "--entity-dropout-type", "0.3",
+                "--entity-dropout-groups", groups]
     argv = train_argv()
-    words, groups = ",".join(BABI_WORDS), ";".join([",".join(BABI_WORDS[:7]), ",".join(BABI_WORDS[7:13]), ",".join(BABI_WORDS[13:])])
-    recipe = ["--entity-dropout", "0.2", "--entity-dropout-init-alpha", "--symbolic-positions-per-role",
-              "--entity-dropout-story", "0.3", "--entity-dropout-words", words, "--entity-dropout-type", "0.3",
-              "--entity-dropout-groups", groups]
+    classes = "@" + str(tmp_path / "r" / "prepare" / "data" / "bin" / "task2" / "word_classes.txt")
     i = argv.index("--arch")
-    assert argv[i:i + 4 + len(recipe)] == ["--arch", "stpr_babi", "--adam-betas", "(0.9,0.99)", *recipe]
+    assert argv[i:i + 16] == ["--arch", "stpr_babi", "--adam-betas", "(0.9,0.99)", *recipe_of(classes, classes)]
+    assert not set(BABI_WORDS) & set(",".join(argv).replace(";", ",").split(","))
     setup = " ".join(argv)
     for opt in ("--optimizer adam --lr 0.001 --clip-norm 5.0 --batch-size 32 --max-update 32000",
                 "--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 10", "--seed 1 "):
         assert opt in setup
     assert argv[1] == str(tmp_path / "r" / "prepare" / "data" / "bin" / "task2")
+    listed = train_argv("recipe=listed")
+    words, groups = ",".join(BABI_WORDS), ";".join([",".join(BABI_WORDS[:7]), ",".join(BABI_WORDS[7:13]), ",".join(BABI_WORDS[13:])])
+    assert listed[i:i + 16] == ["--arch", "stpr_babi", "--adam-betas", "(0.9,0.99)", *recipe_of(words, groups)]
     paper = train_argv("recipe=paper")
     assert not [a for a in paper if a.startswith(("--entity", "--symbolic"))]
     shared = train_argv("recipe=shared")
     assert "--symbolic-positions" in shared and "--symbolic-positions-per-role" not in shared
     assert "--entity-dropout-type" not in shared and shared[shared.index("--entity-dropout-words") + 1] == words
+    for part, flag in (("story", "--entity-dropout-story"), ("type", "--entity-dropout-type"),
+                       ("init_alpha", "--entity-dropout-init-alpha")):   # the ablation: one part off each
+        off = train_argv(f"recipe=classes_no_{part}")
+        assert flag not in off and "--entity-dropout" in off, part
 
 
-@pytest.mark.parametrize("words, named", [(["recipe=table3"], "recipe=table3: not one of table2, shared, paper"),
+@pytest.mark.parametrize("words, named", [(["recipe=table3"], "recipe=table3: not one of classes, classes_no_story"),
                                           (["no_such_key=1"], "has no key 'no_such_key'"),
                                           (["--array", "sead=0,1"], "--array sead=...")])
 def test_bad_overrides_are_refused_before_any_work(tmp_path, words, named):
