@@ -221,16 +221,16 @@ def test_sequence_generator_with_compiled_model():
                            "with 'avx2' they return NaN on an AVX-512 machine; the eager and aot_eager "
                            "tests cover those kernel paths")
 def test_inductor_forward_backward():
-    """The default backend (inductor, C++ code on the CPU) on one layer type: the encoder of
-    transformer_math_tiny (its decoder layers go through the same code path in the aot_eager
-    tests; one graph keeps the C++ compile to ~20 s).  Same output and gradients as eager within
-    fp32 reassociation error."""
+    """The default backend (inductor, C++ code on the CPU) on one layer: the first encoder layer of
+    transformer_math_tiny (the second has the same code; its decoder layers go through the same
+    code path in the aot_eager tests; one graph keeps the C++ compile short).  Same output and
+    gradients as eager within fp32 reassociation error."""
     torch.manual_seed(0)
     d = make_dict()
     eager = tp_build("transformer_math_tiny", d).train()
     comp = tp_build("transformer_math_tiny", d).train()
     comp.load_state_dict(eager.state_dict())
-    assert compile_modules(comp.encoder.layers, backend="inductor") == len(comp.encoder.layers)
+    assert compile_modules(comp.encoder.layers[:1], backend="inductor") == 1   # layer 1 shares its code
     src, _ = inputs("transformer_math_tiny", d)
     res = []
     for m in (eager, comp):
