@@ -227,7 +227,8 @@ class WordCosts(nn.Module):
 class EntityDropout(nn.Module):
     """The words treated as unseen in each example of a training batch (the module docstring).
     Its word masks are buffers rebuilt from the config at every build, never saved, so a
-    dictionary extended at test time is fine and checkpoints hold nothing of it."""
+    dictionary extended at test time is fine; a checkpoint holds only --entity-dropout-learn's
+    statistics (``costs``, WordCosts), which read into an extended dictionary too."""
 
     def __init__(self, cfg: EntityDropoutConfig, dictionary):
         super().__init__()
