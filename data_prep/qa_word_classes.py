@@ -67,8 +67,7 @@ def word_classes(examples: Iterable, threshold: float = THRESHOLD, max_words: in
     S = X @ X.T                                   # (n, n) cosine similarity of the signatures
     np.fill_diagonal(S, -np.inf)
     members = [[w] for w in words]
-    alive = np.ones(len(words), dtype=bool)
-    while alive.sum() > 1:
+    while len(words) > 1:                         # merged-away rows and columns read -inf
         i, j = np.unravel_index(np.argmax(S), S.shape)
         if S[i, j] < threshold:
             break
@@ -79,7 +78,6 @@ def word_classes(examples: Iterable, threshold: float = THRESHOLD, max_words: in
         S[j], S[:, j] = -np.inf, -np.inf
         members[i] += members[j]
         members[j] = []
-        alive[j] = False
     classes = [sorted(m) for m in members if len(m) > 1]
     return sorted(classes, key=lambda c: (-len(c), c))
 

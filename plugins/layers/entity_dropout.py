@@ -31,13 +31,17 @@ def listed_words(words: str, what: str) -> List[str]:
     words (10,000 names do not fit a command line).  ``what`` names the option in errors."""
     words = (words or "").strip()
     if words.startswith("@"):
-        path = words[1:]
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read().split()
-        except OSError as e:
-            raise ValueError(f"{what}: cannot read the word list {path!r}: {e.strerror}") from e
+        return option_file(words[1:], what, "the word list").split()
     return [w.strip() for w in words.split(",") if w.strip()]
+
+
+def option_file(path: str, what: str, kind: str) -> str:
+    """The text of an option's ``@PATH`` file; an unreadable one is an error naming the option."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise ValueError(f"{what}: cannot read {kind} {path!r}: {e.strerror}") from e
 
 
 def word_mask(words: str, dictionary, what: str) -> Tuple[Optional[Tensor], List[str]]:
@@ -79,11 +83,8 @@ def dropout_groups(groups: str, dictionary) -> Optional[Tensor]:
     absent from it; no group left is an error."""
     groups = (groups or "").strip()
     if groups.startswith("@"):                       # a file: one group per line (prepare qa's word_classes.txt)
-        try:
-            with open(groups[1:], encoding="utf-8") as f:
-                listed = [",".join(line.split()) for line in f if line.strip()]
-        except OSError as e:
-            raise ValueError(f"--entity-dropout-groups: cannot read the groups file {groups[1:]!r}: {e.strerror}") from e
+        text = option_file(groups[1:], "--entity-dropout-groups", "the groups file")
+        listed = [",".join(line.split()) for line in text.splitlines() if line.strip()]
     else:
         listed = [g.strip() for g in groups.split(";") if g.strip()]
     if not listed:
@@ -153,8 +154,8 @@ class EntityDropoutConfig(FairseqDataclass):
                 "is still dropped, so its loss gap keeps being measured"})
     entity_dropout_learn_window: int = field(default=200, metadata={
         "help": "with --entity-dropout-learn: the running means forget with a time constant of this "
-                "many updates, and a word needs this many examples that dropped it (counted with "
-                "the same forgetting) before its gap can exclude it"})
+                "many updates; a word needs 30 examples that dropped it (counted with the same "
+                "forgetting) before its gap can exclude it"})
 
 
 RATES = ("entity_dropout", "entity_dropout_story", "entity_dropout_random_rate", "entity_dropout_type")
@@ -190,17 +191,19 @@ class WordCosts(nn.Module):
         self.margin, self.window = margin, window
         self.register_buffer("stats", torch.zeros(4, vocab_size))
 
+    def _gap(self) -> Tensor:
+        """(V,) mean(dropped) - mean(kept), an empty mean read as 0."""
+        s = self.stats
+        return s[0] / s[1].clamp(min=1e-6) - s[2] / s[3].clamp(min=1e-6)
+
     def droppable(self) -> Tensor:
         """(V,) bool: the words dropout may pick now."""
-        s = self.stats
-        gap = s[0] / s[1].clamp(min=1e-6) - s[2] / s[3].clamp(min=1e-6)
-        return (s[1] < self.MIN_DROPPED) | (gap <= self.margin)
+        return (self.stats[1] < self.MIN_DROPPED) | (self._gap() <= self.margin)
 
     def gaps(self) -> Tensor:
         """(V,) the loss gap (nats) of every word, NaN for a word never dropped or never kept."""
         s = self.stats
-        return torch.where((s[1] > 0) & (s[3] > 0), s[0] / s[1].clamp(min=1e-6) - s[2] / s[3].clamp(min=1e-6),
-                           torch.full_like(s[0], float("nan")))
+        return torch.where((s[1] > 0) & (s[3] > 0), self._gap(), torch.full_like(s[0], float("nan")))
 
     @torch.no_grad()
     def observe(self, loss: Tensor, picked: Tensor, vocab: Tensor, real: Tensor) -> None:
