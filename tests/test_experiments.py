@@ -154,6 +154,9 @@ def test_qa_table2_recipe_is_the_default_and_recipes_are_overrides(tmp_path):
                        ("init_alpha", "--entity-dropout-init-alpha")):   # the ablation: one part off each
         off = train_argv(f"recipe=classes_no_{part}")
         assert flag not in off and "--entity-dropout" in off, part
+    spare = train_argv("recipe=classes_spare_slots")
+    at = spare.index("--symbolic-spare-slots")
+    assert spare[at + 1] == "16" and spare[:at] + spare[at + 2:] == train_argv("recipe=classes")
 
 
 @pytest.mark.parametrize("words, named", [(["recipe=table3"], "recipe=table3: not one of classes, classes_no_story"),

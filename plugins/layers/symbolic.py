@@ -44,6 +44,16 @@ class ContextSymbols:
             return self
         return ContextSymbols(self.slot_vocab[:, :max_symbols], self.slot_mask[:, :max_symbols])
 
+    def with_spare(self, n: int, pad: int) -> "ContextSymbols":
+        """``n`` more real slots that no word fills (vocab id ``pad``): the slot count grows by n
+        while every word keeps its slot.  Look φ up before adding them, so that no token maps to one."""
+        if n <= 0:
+            return self
+        B = self.slot_vocab.size(0)
+        vocab = self.slot_vocab.new_full((B, n), pad)
+        mask = self.slot_mask.new_ones((B, n))
+        return ContextSymbols(torch.cat([self.slot_vocab, vocab], 1), torch.cat([self.slot_mask, mask], 1))
+
     def index_select(self, new_order: Tensor) -> "ContextSymbols":
         """Reorder the batch (beam search: fairseq's reorder_encoder_out)."""
         return ContextSymbols(self.slot_vocab.index_select(0, new_order), self.slot_mask.index_select(0, new_order))

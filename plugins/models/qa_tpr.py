@@ -74,6 +74,11 @@ class TPRConfig(GroupedConfig):
                 "init 1, so each role weighs the word positions on its own. With one shared row the "
                 "roles pull γ_j both ways and a trained γ_j can sit near 0, erasing that position's "
                 "symbol (docs/qa.md). Still one scalar per position and role, never per word"})
+    symbolic_spare_slots: int = field(default=0, metadata={
+        "help": "stpr (ours, not the paper): in training, give each batch k ~ U{0..K} more symbol "
+                "slots that no word fills, so that the slot statistics (the layer norm, the sums "
+                "and the softmax over slots) meet more symbols than the training stories hold; "
+                "evaluation adds none. 0: off"})
     entity_drop: TPREntityDropoutConfig = field(default_factory=TPREntityDropoutConfig)
 
 
@@ -188,6 +193,13 @@ class TPREncoder(FairseqEncoder):
             slots = context_symbols(src_tokens, self.ignore, self.pad)           # (B, m)
         return self.entity_dropout(slots, generator)
 
+    def _spare_slots(self) -> int:
+        """How many empty slots this batch gets: k ~ U{0..--symbolic-spare-slots} in training, else 0."""
+        K = self.cfg.symbolic_spare_slots
+        if not self.training or K <= 0:
+            return 0
+        return int(torch.randint(0, K + 1, ()).item())
+
     def _embed(self, tokens, phi, m, drop=None, roles=slice(None)):
         """Sentence embeddings s = Σ_j A e_x ⊙ p_j [⊕ Σ_j γ_j α_x e_φ(x)] of ``tokens`` (..., W):
         sem (..., d) and sym (..., m), or None.  With --symbolic-positions-per-role, sym is
@@ -238,8 +250,9 @@ class TPREncoder(FairseqEncoder):
         drop = self.entity_dropout_mask(src_tokens, slots=slots)              # (B, V) or None
         if self.symbolic:
             sym = slots.first(self.cfg.max_symbols)
-            m, mask = sym.m, sym.slot_mask
             phi_s, phi_q = lookup_phi(story.view(B, S * W), sym).view(B, S, W), lookup_phi(question, sym)
+            sym = sym.with_spare(self._spare_slots(), self.pad)               # after φ: no word fills them
+            m, mask = sym.m, sym.slot_mask
         else:
             sym, m, mask = None, 0, None
             phi_s, phi_q = torch.full_like(story, -1), torch.full_like(question, -1)
