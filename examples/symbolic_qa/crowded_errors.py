@@ -5,7 +5,8 @@ of statements before the question.
     python examples/symbolic_qa/crowded_errors.py CHECKPOINT BABI_FILE [MEMORY_SIZE]
 
 The released task-2 training stories never hold more than 33 distinct words (the task's whole
-vocabulary), so slots past 33 are never trained; stories twice as crowded go past them.  Answers
+vocabulary), so training never shows the model more than 33 symbols at once; stories twice as
+crowded go past that.  Answers
 come from ``nesyseq.load`` (the same path as ``nesyseq evaluate qa --babi-file``), every statement
 kept up to MEMORY_SIZE (default 100).
 """
@@ -17,7 +18,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 import nesyseq  # noqa: E402
 from nesyseq.data_prep.qa_babi import parse_babi_file  # noqa: E402
 
-TRAINED_SLOTS = 33
+TRAINING_MAX_SLOTS = 33
 
 
 def main(argv) -> None:
@@ -28,7 +29,7 @@ def main(argv) -> None:
     for e in parse_babi_file(path, memory_size=memory):
         slots = len({w for s in e.story for w in s} | set(e.question))
         wrong = qa.answer([" ".join(s) + "." for s in e.story], " ".join(e.question) + "?") != e.answer
-        key = (f"<= {TRAINED_SLOTS} words" if slots <= TRAINED_SLOTS else f"> {TRAINED_SLOTS} words",
+        key = (f"<= {TRAINING_MAX_SLOTS} words" if slots <= TRAINING_MAX_SLOTS else f"> {TRAINING_MAX_SLOTS} words",
                "< 40 statements" if len(e.story) < 40 else ">= 40 statements")
         for k in (key, (key[0], "all"), ("all", key[1]), ("all", "all")):
             cells[k][0] += 1
