@@ -61,3 +61,18 @@ def prepare_tiny_task1(out):
 def same_weights(a, b):
     """Two state dicts with the same keys and bitwise-equal tensors."""
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def record_role_inputs(enc, call):
+    """Run ``call()`` and return (the symbolic input each role MLP of the stpr encoder ``enc``
+    received, recorded by forward hooks in the order of ``TPREncoder.ROLES``, and what call returned)."""
+    mlps = [*enc.story_e, *enc.story_r, enc.q_e, *enc.q_r]
+    seen = {}
+    hooks = [f.register_forward_hook(lambda mod, args, out, k=k: seen.__setitem__(k, args[1].detach()))
+             for k, f in enumerate(mlps)]
+    try:
+        out = call()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return [seen[k] for k in range(len(mlps))], out

@@ -13,7 +13,7 @@ import torch
 from nesyseq.plugins.layers.symbolic import context_symbols, lookup_phi
 from nesyseq.plugins.models.qa_common import split_story
 from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig, TPRRNNModel
-from tests.qa_helpers import FakeTask, encode, make_dict
+from tests.qa_helpers import FakeTask, encode, make_dict, record_role_inputs
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . daniel moved to the office . where is john ?",
            "sandra moved to the garden . mary moved to the office . where is mary ?",
@@ -343,19 +343,8 @@ def test_symbolic_positions_weigh_each_word_by_its_position():
 
 
 def _role_inputs(model, src):
-    """The symbolic input each role MLP of ``model`` receives, recorded by forward hooks, in the
-    order of ``TPREncoder.ROLES``."""
-    enc = model.encoder
-    mlps = [*enc.story_e, *enc.story_r, enc.q_e, *enc.q_r]
-    seen = {}
-    hooks = [f.register_forward_hook(lambda mod, args, out, k=k: seen.__setitem__(k, args[1].detach()))
-             for k, f in enumerate(mlps)]
-    try:
-        probs = _probs(model, src)
-    finally:
-        for h in hooks:
-            h.remove()
-    return [seen[k] for k in range(len(mlps))], probs
+    """The symbolic input each role MLP of ``model`` receives, and the answer probabilities."""
+    return record_role_inputs(model.encoder, lambda: _probs(model, src))
 
 
 def test_symbolic_positions_per_role_feed_each_mlp_its_own_row():

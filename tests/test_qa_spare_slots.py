@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from nesyseq.plugins.models.qa_tpr import SymbolicTPRModel, TPRConfig
-from tests.qa_helpers import FakeTask, encode, make_dict
+from tests.qa_helpers import FakeTask, encode, make_dict, record_role_inputs
 
 STORIES = ["mary moved to the kitchen . john moved to the garden . where is john ?",
            "sandra moved to the garden . mary moved to the office . where is mary ?",
@@ -38,18 +38,8 @@ def _build(**cfg):
 
 
 def _run(model, src):
-    """The symbolic input of every role MLP (forward hooks) and the output parts."""
-    enc = model.encoder
-    mlps = [*enc.story_e, *enc.story_r, enc.q_e, *enc.q_r]
-    seen = {}
-    hooks = [f.register_forward_hook(lambda mod, args, out, k=k: seen.__setitem__(k, args[1].detach()))
-             for k, f in enumerate(mlps)]
-    try:
-        out = enc(src)
-    finally:
-        for h in hooks:
-            h.remove()
-    return [seen[k] for k in range(len(mlps))], out
+    """The symbolic input of every role MLP and the encoder's output (its parts included)."""
+    return record_role_inputs(model.encoder, lambda: model.encoder(src))
 
 
 @pytest.mark.parametrize("cfg", [{}, dict(symbolic_positions_per_role=True)])
